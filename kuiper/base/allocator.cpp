@@ -1,0 +1,55 @@
+#include "kuiper/base/allocator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "kuiper/base/device.h"
+
+namespace kuiper {
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  DeviceType device() const override { return DeviceType::kCPU; }
+
+  StatusOr<void*> allocate(size_t bytes) override {
+    if (bytes == 0) return invalid_argument("cannot allocate 0 bytes");
+    constexpr size_t kAlign = 64;
+    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;  // aligned_alloc needs a multiple
+    void* ptr = std::aligned_alloc(kAlign, rounded);
+    if (ptr == nullptr) {
+      return resource_exhausted("host allocation of " + std::to_string(bytes) + " bytes failed");
+    }
+    const size_t now = in_use_.fetch_add(bytes) + bytes;
+    size_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {}
+    return ptr;
+  }
+
+  void release(void* ptr, size_t bytes) override {
+    std::free(ptr);
+    in_use_.fetch_sub(bytes);
+  }
+
+  size_t peak_bytes() const override { return peak_.load(); }
+
+ private:
+  std::atomic<size_t> in_use_{0};
+  std::atomic<size_t> peak_{0};
+};
+
+}  // namespace
+
+Allocator& cpu_allocator() {
+  static CpuAllocator allocator;
+  return allocator;
+}
+
+StatusOr<Allocator*> allocator_for(DeviceType device) {
+  if (device == DeviceType::kCPU) return &cpu_allocator();
+  return cuda_allocator();
+}
+
+}  // namespace kuiper

@@ -1,0 +1,35 @@
+// The few device services the layers above need without including any CUDA header: whether a
+// GPU is there, copies between devices, and waiting for queued work. Implemented by
+// device_cuda.cu in CUDA builds and by device_none.cpp otherwise.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kuiper/base/allocator.h"
+#include "kuiper/base/status.h"
+#include "kuiper/base/types.h"
+
+namespace kuiper {
+
+// An opaque stream handle (a cudaStream_t on CUDA, unused on the CPU).
+using Stream = void*;
+
+// True when this build has CUDA and the machine has at least one usable GPU.
+bool cuda_available();
+
+// Why CUDA cannot be used, for error messages ("this build has no CUDA", "no GPU found").
+std::string cuda_unavailable_reason();
+
+// The CUDA allocator (caching pool); an error when cuda_available() is false.
+StatusOr<Allocator*> cuda_allocator();
+
+// Copies `bytes` between any two devices. With a stream the copy is queued on it; CPU->CPU
+// copies are immediate.
+Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device,
+                  size_t bytes, Stream stream = nullptr);
+
+// Waits for all work queued on `stream` (no-op on the CPU).
+Status synchronize(Stream stream);
+
+}  // namespace kuiper

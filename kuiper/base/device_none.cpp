@@ -1,0 +1,27 @@
+// Device services for a build without CUDA: only host memory exists.
+#include <cstring>
+
+#include "kuiper/base/device.h"
+
+namespace kuiper {
+
+bool cuda_available() { return false; }
+
+std::string cuda_unavailable_reason() {
+  return "this build of kuiper has no CUDA support (configure with -DKUIPER_CUDA=ON)";
+}
+
+StatusOr<Allocator*> cuda_allocator() { return unsupported(cuda_unavailable_reason()); }
+
+Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device,
+                  size_t bytes, Stream) {
+  if (dst_device != DeviceType::kCPU || src_device != DeviceType::kCPU) {
+    return unsupported(cuda_unavailable_reason());
+  }
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+  return ok_status();
+}
+
+Status synchronize(Stream) { return ok_status(); }
+
+}  // namespace kuiper

@@ -1,0 +1,98 @@
+// The one place where layers meet kernels. Every layer calls its kernel through this table,
+// keyed by device and, where the storage type changes the code, by dtype. A backend fills one
+// KernelTable (kernels/cpu/cpu_kernels.cpp, kernels/cuda/cuda_kernels.cu); adding a kernel
+// means writing the function and naming it in that backend's table, nothing else.
+//
+// Conventions for every kernel:
+//  - all tensors live on the table's device; activations are fp32 and contiguous;
+//  - T is the number of positions processed at once (1 for decode, the prompt chunk for prefill);
+//  - `positions` is int32 [T] on the device (position of each row), so that a captured CUDA
+//    graph stays valid while the position changes;
+//  - outputs may alias inputs where a comment says so;
+//  - kernels return a Status rather than aborting; a CUDA kernel reports launch errors.
+#pragma once
+
+#include "kuiper/base/device.h"
+#include "kuiper/base/status.h"
+#include "kuiper/op/weight.h"
+#include "kuiper/tensor/tensor.h"
+
+namespace kuiper::op {
+
+struct AttentionShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;  // divides n_heads; n_heads / n_kv_heads query heads share one KV head
+  int head_dim = 0;
+};
+
+// out[t, :] = table[tokens[t], :] (dequantized when the table is int8). tokens: int32 [T].
+using EmbeddingKernel = Status (*)(const Tensor& tokens, const Weight& table, Tensor& out,
+                                   Stream stream);
+
+// out[T, rows] = in[T, cols] · weightᵀ. The decode case (T = 1) is a GEMV.
+using MatmulKernel = Status (*)(const Tensor& in, const Weight& weight, Tensor& out,
+                                Stream stream);
+
+// out[t] = in[t] / sqrt(mean(in[t]²) + eps) * weight. out may alias in.
+using RmsNormKernel = Status (*)(const Tensor& in, const Tensor& weight, float eps, Tensor& out,
+                                 Stream stream);
+
+// Rotates q [T, n_heads*head_dim] and k [T, n_kv_heads*head_dim] in place. Pairs are
+// interleaved (x[2i], x[2i+1]) as in Meta's and llama2.c's code (HF checkpoints are permuted
+// into this form at load). cos/sin: fp32 [max_positions, head_dim/2], precomputed by the model
+// (this is where θ and LLaMA 3 frequency scaling live).
+using RopeKernel = Status (*)(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos,
+                              const Tensor& sin, int head_dim, Stream stream);
+
+// Writes k, v [T, kv_dim] into row positions[t] of the caches [context, kv_dim], converting
+// to the caches' dtype.
+using KvStoreKernel = Status (*)(const Tensor& k, const Tensor& v, const Tensor& positions,
+                                 Tensor& k_cache, Tensor& v_cache, Stream stream);
+
+// Causal attention: query row t (q: [T, n_heads*head_dim]) attends to cache rows
+// 0..positions[t] inclusive; out: [T, n_heads*head_dim]. Scores are scaled by 1/sqrt(head_dim).
+using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                   const Tensor& positions, const AttentionShape& shape,
+                                   Tensor& out, Stream stream);
+
+// out = silu(gate) * up, elementwise. out may alias gate.
+using SwigluKernel = Status (*)(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream);
+
+// out = a + b, elementwise. out may alias a.
+using AddKernel = Status (*)(const Tensor& a, const Tensor& b, Tensor& out, Stream stream);
+
+// out[0] = index of the largest element of logits (fp32 [n]), first one on ties. out: int32 [1].
+using ArgmaxKernel = Status (*)(const Tensor& logits, Tensor& out, Stream stream);
+
+struct KernelTable {
+  EmbeddingKernel embedding[kNumDataTypes] = {};  // by table dtype
+  MatmulKernel matmul[kNumDataTypes] = {};        // by weight dtype
+  RmsNormKernel rmsnorm = nullptr;
+  RopeKernel rope = nullptr;
+  KvStoreKernel kv_store[kNumDataTypes] = {};     // by cache dtype
+  AttentionKernel attention[kNumDataTypes] = {};  // by cache dtype
+  SwigluKernel swiglu = nullptr;
+  AddKernel add = nullptr;
+  ArgmaxKernel argmax = nullptr;
+};
+
+// The table of `device`. For a device this build lacks, every entry is null.
+const KernelTable& kernel_table(DeviceType device);
+
+// Each backend defines its table; the CUDA one is empty in builds without CUDA.
+const KernelTable& cpu_kernel_table();
+const KernelTable& cuda_kernel_table();
+
+// Picks an entry, or says which kernel is missing: `KUIPER_ASSIGN_OR_RETURN(auto fn,
+// pick_kernel(table.matmul[i], "matmul", device, dtype))`.
+template <typename Fn>
+StatusOr<Fn> pick_kernel(Fn fn, const char* name, DeviceType device,
+                         DataType dtype = DataType::kFP32) {
+  if (fn == nullptr) {
+    return unsupported(std::string("no ") + std::string(device_name(device)) + " kernel for " +
+                       name + " with " + std::string(dtype_name(dtype)) + " data");
+  }
+  return fn;
+}
+
+}  // namespace kuiper::op

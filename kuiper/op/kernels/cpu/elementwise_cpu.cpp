@@ -1,0 +1,55 @@
+#include <cmath>
+
+#include "kuiper/op/kernels/cpu/cpu_kernels.h"
+
+namespace kuiper::op::cpu {
+namespace {
+
+Status check_same(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
+  KUIPER_RETURN_IF_ERROR(expect_cpu(a, DataType::kFP32, what));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(b, DataType::kFP32, what));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, what));
+  if (a.numel() != b.numel() || a.numel() != out.numel()) {
+    return invalid_argument(std::string(what) + " operands differ in size: " + a.describe() +
+                            ", " + b.describe() + ", " + out.describe());
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream) {
+  KUIPER_RETURN_IF_ERROR(check_same(gate, up, out, "swiglu"));
+  const float* g = gate.data<float>();
+  const float* u = up.data<float>();
+  float* y = out.data<float>();
+  const int64_t n = out.numel();
+#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+  return ok_status();
+}
+
+Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream) {
+  KUIPER_RETURN_IF_ERROR(check_same(a, b, out, "add"));
+  const float* x = a.data<float>();
+  const float* z = b.data<float>();
+  float* y = out.data<float>();
+  const int64_t n = out.numel();
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] + z[i];
+  return ok_status();
+}
+
+Status argmax(const Tensor& logits, Tensor& out, Stream) {
+  KUIPER_RETURN_IF_ERROR(expect_cpu(logits, DataType::kFP32, "argmax input"));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kINT32, "argmax output"));
+  const float* x = logits.data<float>();
+  int64_t best = 0;
+  for (int64_t i = 1; i < logits.numel(); ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  out.data<int32_t>()[0] = static_cast<int32_t>(best);
+  return ok_status();
+}
+
+}  // namespace kuiper::op::cpu

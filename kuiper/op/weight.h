@@ -1,0 +1,25 @@
+// A matrix a layer multiplies by: fp32/fp16/bf16 values, or int8 values with one fp32 scale per
+// group of `group_size` consecutive weights along the input dimension (symmetric, scale =
+// max|w| / 127). The same struct carries every dtype, so layers never care which one they hold.
+#pragma once
+
+#include <cstdint>
+
+#include "kuiper/tensor/tensor.h"
+
+namespace kuiper::op {
+
+struct Weight {
+  Tensor values;       // [rows, cols]: rows = output features, cols = input features
+  Tensor scales;       // int8 only: fp32 [rows * cols / group_size]; empty otherwise
+  int group_size = 0;  // int8 only
+
+  DataType dtype() const { return values.dtype(); }
+  DeviceType device() const { return values.device(); }
+  int64_t rows() const { return values.dim(0); }
+  int64_t cols() const { return values.dim(1); }
+  bool is_quantized() const { return values.dtype() == DataType::kINT8; }
+  size_t nbytes() const { return values.nbytes() + (scales.is_empty() ? 0 : scales.nbytes()); }
+};
+
+}  // namespace kuiper::op

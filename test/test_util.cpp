@@ -1,0 +1,43 @@
+#include "test/test_util.h"
+
+#include <cmath>
+#include <filesystem>
+
+namespace kuiper::test {
+
+std::string source_path(const std::string& relative) {
+  return std::string(KUIPER_SOURCE_DIR) + "/" + relative;
+}
+
+std::string scratch_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(KUIPER_BINARY_DIR) / "test_scratch" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo, float hi) {
+  auto t = Tensor::zeros_cpu(DataType::kFP32, shape);
+  CHECK(t.ok()) << t.status().to_string();
+  std::uniform_real_distribution<float> dist(lo, hi);
+  float* p = t->data<float>();
+  for (int64_t i = 0; i < t->numel(); ++i) p[i] = dist(rng);
+  return std::move(t).value();
+}
+
+template <typename Ref>
+static double relative_error_impl(const float* a, const Ref* b, size_t n) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    diff += d * d;
+    norm += static_cast<double>(b[i]) * static_cast<double>(b[i]);
+  }
+  if (std::isnan(diff)) return INFINITY;
+  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+double relative_error(const float* a, const float* b, size_t n) { return relative_error_impl(a, b, n); }
+double relative_error(const float* a, const double* b, size_t n) { return relative_error_impl(a, b, n); }
+
+}  // namespace kuiper::test

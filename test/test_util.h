@@ -1,0 +1,40 @@
+// Shared helpers for the test programs: paths to bundled data and random tensors.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kuiper/tensor/tensor.h"
+
+namespace kuiper::test {
+
+// Absolute path of a file under the source tree, e.g. source_path("models/stories260K/...").
+std::string source_path(const std::string& relative);
+// A fresh scratch directory under the build tree for files a test writes.
+std::string scratch_dir(const std::string& name);
+
+// fp32 CPU tensor with values uniform in [lo, hi).
+Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
+
+// ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
+double relative_error(const float* a, const float* b, size_t n);
+double relative_error(const float* a, const double* b, size_t n);
+
+// Unwraps a StatusOr in a test, failing with its message.
+#define KUIPER_ASSERT_OK_AND_ASSIGN(lhs, expr) \
+  KUIPER_ASSERT_OK_AND_ASSIGN_IMPL(KUIPER_CONCAT(kuiper_test_so_, __LINE__), lhs, expr)
+#define KUIPER_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                                     \
+  ASSERT_TRUE(tmp.ok()) << tmp.status().to_string();     \
+  lhs = std::move(tmp).value()
+#define KUIPER_ASSERT_OK(expr)                                     \
+  do {                                                             \
+    ::kuiper::Status kuiper_test_st_ = (expr);                     \
+    ASSERT_TRUE(kuiper_test_st_.ok()) << kuiper_test_st_.to_string(); \
+  } while (0)
+
+}  // namespace kuiper::test
