@@ -1,0 +1,108 @@
+#include "kuiper/sampler/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace kuiper {
+namespace {
+
+int32_t argmax(std::span<const float> logits) {
+  size_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+Status validate(const SamplerConfig& config) {
+  if (!(config.temperature >= 0.f) || !std::isfinite(config.temperature)) {
+    return invalid_argument("temperature must be a finite number >= 0 (0 = greedy), got " +
+                            std::to_string(config.temperature));
+  }
+  if (!(config.top_p > 0.f && config.top_p <= 1.f)) {
+    return invalid_argument("top_p must be in (0, 1] (1 = off), got " +
+                            std::to_string(config.top_p));
+  }
+  if (config.top_k < 0) {
+    return invalid_argument("top_k must be >= 0 (0 = off), got " + std::to_string(config.top_k));
+  }
+  return ok_status();
+}
+
+Sampler::Sampler(const SamplerConfig& config) : config_(config), rng_(config.seed) {}
+
+bool Sampler::heavier(const Candidate& a, const Candidate& b) {
+  // Ties broken by token id so that the order, and hence the draw, is fully determined.
+  return a.weight > b.weight || (a.weight == b.weight && a.token < b.token);
+}
+
+double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  CHECK(!logits.empty()) << "Sampler::sample needs at least one logit";
+  if (is_greedy()) return argmax(logits);
+
+  const size_t n = logits.size();
+  if (candidates_.size() < n) candidates_.resize(n);
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  const float inv_temperature = 1.f / config_.temperature;
+  for (size_t i = 0; i < n; ++i) {
+    candidates_[i] = {std::exp((logits[i] - max_logit) * inv_temperature),
+                      static_cast<int32_t>(i)};
+  }
+
+  size_t count = n;
+  if (config_.top_k > 0) count = keep_top_k(count);
+  double mass = 0;
+  for (size_t i = 0; i < count; ++i) mass += candidates_[i].weight;
+  if (config_.top_p < 1.f) {
+    count = keep_nucleus(count, mass);
+    mass = 0;
+    for (size_t i = 0; i < count; ++i) mass += candidates_[i].weight;
+  }
+  return draw(count, mass);
+}
+
+size_t Sampler::keep_top_k(size_t count) {
+  const size_t k = static_cast<size_t>(config_.top_k);
+  if (k >= count) return count;
+  // Selection, not a sort: O(n) for a 128k vocabulary, and the draw does not need an order.
+  std::nth_element(candidates_.begin(), candidates_.begin() + (k - 1),
+                   candidates_.begin() + count, heavier);
+  return k;
+}
+
+size_t Sampler::keep_nucleus(size_t count, double mass) {
+  if (count <= 1) return count;
+  // A token lighter than (1 - p) / (count - 1) of the mass cannot be in the nucleus: all such
+  // tokens together (at most count - 1 of them) weigh less than 1 - p, so the heavier ones
+  // already pass p. Filtering first leaves only a handful of tokens to sort.
+  const double cutoff = (1.0 - config_.top_p) * mass / static_cast<double>(count - 1);
+  const auto end = std::partition(candidates_.begin(), candidates_.begin() + count,
+                                  [cutoff](const Candidate& c) { return c.weight >= cutoff; });
+  const size_t kept = static_cast<size_t>(end - candidates_.begin());
+  std::sort(candidates_.begin(), end, heavier);
+
+  const double target = static_cast<double>(config_.top_p) * mass;
+  double cumulative = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    cumulative += candidates_[i].weight;
+    if (cumulative >= target) return i + 1;
+  }
+  return kept;  // only reached through rounding: the filtered tokens are the nucleus
+}
+
+int32_t Sampler::draw(size_t count, double mass) {
+  const double r = uniform() * mass;
+  double cumulative = 0;
+  for (size_t i = 0; i < count; ++i) {
+    cumulative += candidates_[i].weight;
+    if (r < cumulative) return candidates_[i].token;
+  }
+  return candidates_[count - 1].token;  // r landed in the rounding gap at the very end
+}
+
+}  // namespace kuiper
