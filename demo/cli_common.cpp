@@ -1,0 +1,108 @@
+#include "cli_common.h"
+
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+namespace kuiper::cli {
+namespace fs = std::filesystem;
+namespace {
+
+// The bundled default model lives in the source tree (KUIPER_MODELS_DIR, set by CMake).
+std::string default_model_path() { return std::string(KUIPER_MODELS_DIR) + "/stories260K/stories260K.bin"; }
+
+// The tokenizer that belongs to a model: a known name in the model's directory.
+StatusOr<std::string> find_tokenizer(const std::string& model_path) {
+  const fs::path dir = fs::is_directory(model_path) ? fs::path(model_path) : fs::path(model_path).parent_path();
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "tok512.model", "tokenizer.bin", "tok512.bin"}) {
+    const fs::path candidate = dir / name;
+    if (fs::exists(candidate)) return candidate.string();
+  }
+  return not_found("no tokenizer found next to " + model_path + " (pass one with -t)");
+}
+
+StatusOr<DataType> parse_dtype(const std::string& name) {
+  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
+    if (name == dtype_name(d)) return d;
+  }
+  return invalid_argument("unknown dtype '" + name + "' (use fp32, fp16, bf16 or int8)");
+}
+
+}  // namespace
+
+void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
+  app.add_option("-m,--model", flags.model, "checkpoint file or model directory (default: bundled stories260K)");
+  app.add_option("-t,--tokenizer", flags.tokenizer, "tokenizer file (default: found next to the model)");
+  app.add_option("--format", flags.format, "checkpoint format (default: recognised from the file)")
+      ->check(CLI::IsMember(checkpoint_format_names()));
+  app.add_option("--device", flags.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--dtype", flags.dtype, "weight dtype: fp32, fp16, bf16 (default: fp32 on cpu, bf16 on cuda)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
+  app.add_option("-c,--context", flags.context, "context length in tokens (default: the model's maximum)")
+      ->check(CLI::PositiveNumber);
+  if (!sampling) return;
+  app.add_option("--temp", flags.sampler.temperature, "sampling temperature, 0 = greedy")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-p", flags.sampler.top_p, "nucleus sampling mass in (0, 1]")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--top-k", flags.sampler.top_k, "keep only the k most likely tokens, 0 = off")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", flags.seed, "random seed (default: from the clock)");
+}
+
+SamplerConfig sampler_config(const ModelFlags& flags) {
+  SamplerConfig config = flags.sampler;
+  config.seed = flags.seed ? *flags.seed : std::random_device{}();
+  return config;
+}
+
+StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
+  KUIPER_RETURN_IF_ERROR(validate(flags.sampler));
+  LoadedModel loaded;
+  loaded.model_path = flags.model.empty() ? default_model_path() : flags.model;
+  if (flags.tokenizer.empty()) {
+    KUIPER_ASSIGN_OR_RETURN(loaded.tokenizer_path, find_tokenizer(loaded.model_path));
+  } else {
+    loaded.tokenizer_path = flags.tokenizer;
+  }
+
+  ModelOptions options;
+  options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
+  if (options.device == DeviceType::kCUDA && !cuda_available()) {
+    return unsupported("--device cuda: " + cuda_unavailable_reason());
+  }
+  if (!flags.dtype.empty()) {
+    KUIPER_ASSIGN_OR_RETURN(options.weight_dtype, parse_dtype(flags.dtype));
+  }
+  options.context = flags.context;
+
+  KUIPER_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint(loaded.model_path, {flags.format}));
+  KUIPER_ASSIGN_OR_RETURN(loaded.tokenizer, load_tokenizer(loaded.tokenizer_path));
+  if (loaded.tokenizer->vocab_size() != checkpoint.config.vocab_size) {
+    return invalid_argument("tokenizer " + loaded.tokenizer_path + " has " +
+                            std::to_string(loaded.tokenizer->vocab_size()) + " tokens but the model " +
+                            loaded.model_path + " expects " + std::to_string(checkpoint.config.vocab_size));
+  }
+  loaded.format = checkpoint.format;
+  KUIPER_ASSIGN_OR_RETURN(loaded.model, LlamaModel::create(checkpoint, options));
+  return loaded;
+}
+
+std::optional<int> parse_or_exit_code(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << app.get_name() << ": error: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  return std::nullopt;
+}
+
+int fail(const std::string& program, const Status& status) {
+  std::cerr << program << ": error: " << status.message() << "\n";
+  return 1;
+}
+
+}  // namespace kuiper::cli

@@ -26,7 +26,7 @@ double relative_error(const float* a, const double* b, size_t n);
 
 // Unwraps a StatusOr in a test, failing with its message.
 #define KUIPER_ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  KUIPER_ASSERT_OK_AND_ASSIGN_IMPL(KUIPER_CONCAT(kuiper_test_so_, __LINE__), lhs, expr)
+  KUIPER_ASSERT_OK_AND_ASSIGN_IMPL(KUIPER_CONCAT(kuiper_test_so_, __COUNTER__), lhs, expr)
 #define KUIPER_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                     \
   ASSERT_TRUE(tmp.ok()) << tmp.status().to_string();     \

@@ -90,7 +90,7 @@ class [[nodiscard]] StatusOr {
 
 // `KUIPER_ASSIGN_OR_RETURN(auto x, make_x());` — binds the value or returns the error.
 #define KUIPER_ASSIGN_OR_RETURN(lhs, expr) \
-  KUIPER_ASSIGN_OR_RETURN_IMPL(KUIPER_CONCAT(kuiper_statusor_, __LINE__), lhs, expr)
+  KUIPER_ASSIGN_OR_RETURN_IMPL(KUIPER_CONCAT(kuiper_statusor_, __COUNTER__), lhs, expr)
 #define KUIPER_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \

@@ -1,0 +1,50 @@
+// What the command-line programs share: the model/tokenizer/sampling flags, loading a model
+// with its tokenizer (checking that they fit each other), and reporting errors as one line.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kuiper/model/llama_model.h"
+#include "kuiper/sampler/sampler.h"
+#include "kuiper/tokenizer/tokenizer.h"
+
+namespace kuiper::cli {
+
+struct ModelFlags {
+  std::string model;      // empty = the bundled default model
+  std::string tokenizer;  // empty = found next to the model
+  std::string format = "auto";
+  std::string device = "cpu";
+  std::string dtype;      // empty = the device's default
+  int context = 0;        // 0 = the model's maximum
+  SamplerConfig sampler{1.0f, 0.9f, 0, 0};
+  std::optional<uint64_t> seed;
+};
+
+// Adds -m/-t/--format/--device/--dtype/-c and, when `sampling`, --temp/--top-p/--top-k/--seed.
+void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling = true);
+
+struct LoadedModel {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<LlamaModel> model;
+  std::string model_path, tokenizer_path, format;
+};
+
+// Loads the checkpoint and tokenizer named by the flags (or the defaults), checks that the
+// tokenizer's vocabulary fits the model, and builds the model on the requested device.
+StatusOr<LoadedModel> load_model(const ModelFlags& flags);
+
+// The sampler configuration with the seed resolved (random when not given).
+SamplerConfig sampler_config(const ModelFlags& flags);
+
+// Parses argv; on a bad flag prints one line and returns the exit code to use.
+std::optional<int> parse_or_exit_code(CLI::App& app, int argc, char** argv);
+
+// Prints "<program>: error: <message>" on stderr and returns the exit code 1.
+int fail(const std::string& program, const Status& status);
+
+}  // namespace kuiper::cli

@@ -1,0 +1,248 @@
+#include "kuiper/model/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kuiper/model/weight_convert.h"
+
+namespace kuiper {
+namespace {
+
+bool is_half(DataType d) { return d == DataType::kFP16 || d == DataType::kBF16; }
+
+// cos/sin of position × inverse frequency for every position the cache can hold.
+Status make_rope_tables(const LlamaConfig& config, int positions, Tensor& cos, Tensor& sin) {
+  const std::vector<float> inv_freq = rope_inverse_frequencies(config);
+  const int64_t half = static_cast<int64_t>(inv_freq.size());
+  KUIPER_ASSIGN_OR_RETURN(cos, Tensor::empty(DataType::kFP32, {positions, half}, cpu_allocator()));
+  KUIPER_ASSIGN_OR_RETURN(sin, Tensor::empty(DataType::kFP32, {positions, half}, cpu_allocator()));
+  for (int64_t p = 0; p < positions; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(p) * inv_freq[i];  // fp32, as the references do
+      cos.data<float>()[p * half + i] = std::cos(angle);
+      sin.data<float>()[p * half + i] = std::sin(angle);
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+LlamaModel::~LlamaModel() = default;
+
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const Checkpoint& checkpoint,
+                                                         const ModelOptions& options) {
+  std::unique_ptr<LlamaModel> model(new LlamaModel());
+  KUIPER_RETURN_IF_ERROR(model->init(checkpoint, options));
+  return model;
+}
+
+Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& options) {
+  config_ = checkpoint.config;
+  KUIPER_RETURN_IF_ERROR(config_.validate());
+  device_ = options.device;
+  if (device_ == DeviceType::kCUDA && !cuda_available()) return unsupported(cuda_unavailable_reason());
+  KUIPER_ASSIGN_OR_RETURN(allocator_, allocator_for(device_));
+
+  if (options.context < 0) return invalid_argument("context length must be positive");
+  context_ = options.context == 0 ? config_.max_seq_len : options.context;
+  if (context_ > config_.max_seq_len) {
+    return invalid_argument("context " + std::to_string(context_) + " exceeds the model's maximum of " +
+                            std::to_string(config_.max_seq_len) + " positions");
+  }
+  if (options.max_batch <= 0) return invalid_argument("max_batch must be positive");
+  max_batch_ = std::min(options.max_batch, context_);
+
+  const DataType stored = checkpoint.weights.layers.front().wq.dtype();
+  weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
+                                                    ? DataType::kBF16 : stored);
+  // The CPU attention kernel reads an fp32 cache; on the GPU a half-precision model keeps a
+  // cache of its own precision (half the memory traffic).
+  kv_dtype_ = device_ == DeviceType::kCUDA && is_half(weight_dtype_) ? weight_dtype_ : DataType::kFP32;
+
+  const LlamaWeights& w = checkpoint.weights;
+  Allocator& alloc = *allocator_;
+  const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
+    KUIPER_ASSIGN_OR_RETURN(op::Weight placed, convert_weight(weight, weight_dtype_, alloc));
+    return op::MatMul(name, std::move(placed));
+  };
+  const auto norm = [&](const Tensor& weight) -> StatusOr<op::RmsNorm> {
+    KUIPER_ASSIGN_OR_RETURN(Tensor placed, place_fp32(weight, alloc));
+    return op::RmsNorm(std::move(placed), config_.norm_eps);
+  };
+
+  layers_.resize(config_.n_layers);
+  for (int l = 0; l < config_.n_layers; ++l) {
+    const LlamaLayerWeights& src = w.layers[l];
+    Layer& dst = layers_[l];
+    const std::string prefix = "layer " + std::to_string(l) + " ";
+    KUIPER_ASSIGN_OR_RETURN(dst.attention_norm, norm(src.attention_norm));
+    KUIPER_ASSIGN_OR_RETURN(dst.ffn_norm, norm(src.ffn_norm));
+    KUIPER_ASSIGN_OR_RETURN(dst.wq, matmul(prefix + "wq", src.wq));
+    KUIPER_ASSIGN_OR_RETURN(dst.wk, matmul(prefix + "wk", src.wk));
+    KUIPER_ASSIGN_OR_RETURN(dst.wv, matmul(prefix + "wv", src.wv));
+    KUIPER_ASSIGN_OR_RETURN(dst.wo, matmul(prefix + "wo", src.wo));
+    KUIPER_ASSIGN_OR_RETURN(dst.w1, matmul(prefix + "w1", src.w1));
+    KUIPER_ASSIGN_OR_RETURN(dst.w2, matmul(prefix + "w2", src.w2));
+    KUIPER_ASSIGN_OR_RETURN(dst.w3, matmul(prefix + "w3", src.w3));
+  }
+  KUIPER_ASSIGN_OR_RETURN(final_norm_, norm(w.final_norm));
+  KUIPER_ASSIGN_OR_RETURN(classifier_, matmul("classifier", w.classifier));
+  if (config_.shared_classifier) {
+    embedding_ = op::Embedding(classifier_.weight());  // one copy serves both
+  } else {
+    KUIPER_ASSIGN_OR_RETURN(op::Weight table, convert_weight(w.token_embedding, weight_dtype_, alloc));
+    embedding_ = op::Embedding(std::move(table));
+  }
+
+  Tensor cos, sin;
+  KUIPER_RETURN_IF_ERROR(make_rope_tables(config_, context_, cos, sin));
+  KUIPER_ASSIGN_OR_RETURN(cos, place_fp32(cos, alloc));
+  KUIPER_ASSIGN_OR_RETURN(sin, place_fp32(sin, alloc));
+  rope_ = op::Rope(std::move(cos), std::move(sin), config_.head_dim());
+  attention_ = op::Attention({config_.n_heads, config_.n_kv_heads, config_.head_dim()});
+  return allocate_buffers();
+}
+
+Status LlamaModel::allocate_buffers() {
+  Allocator& alloc = *allocator_;
+  const int64_t layers = config_.n_layers, kv = config_.kv_dim();
+  KUIPER_ASSIGN_OR_RETURN(k_cache_, Tensor::empty(kv_dtype_, {layers, context_, kv}, alloc));
+  KUIPER_ASSIGN_OR_RETURN(v_cache_, Tensor::empty(kv_dtype_, {layers, context_, kv}, alloc));
+  for (int l = 0; l < config_.n_layers; ++l) {
+    KUIPER_ASSIGN_OR_RETURN(layers_[l].k_cache, k_cache_.select(l));
+    KUIPER_ASSIGN_OR_RETURN(layers_[l].v_cache, v_cache_.select(l));
+  }
+
+  const int64_t rows = max_batch_, dim = config_.dim, q_dim = int64_t{config_.n_heads} * config_.head_dim();
+  const auto f32 = [&](Shape shape) { return Tensor::empty(DataType::kFP32, std::move(shape), alloc); };
+  KUIPER_ASSIGN_OR_RETURN(full_.tokens, Tensor::empty(DataType::kINT32, {rows}, alloc));
+  KUIPER_ASSIGN_OR_RETURN(full_.positions, Tensor::empty(DataType::kINT32, {rows}, alloc));
+  KUIPER_ASSIGN_OR_RETURN(full_.x, f32({rows, dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.xb, f32({rows, dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.q, f32({rows, q_dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.attention, f32({rows, q_dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.k, f32({rows, kv}));
+  KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
+  KUIPER_ASSIGN_OR_RETURN(full_.hb, f32({rows, config_.hidden_dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.hb2, f32({rows, config_.hidden_dim}));
+  KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
+  KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
+  host_staging_.resize(2 * static_cast<size_t>(max_batch_));
+  return ok_status();
+}
+
+StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
+  Activations a;
+  KUIPER_ASSIGN_OR_RETURN(a.tokens, full_.tokens.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.positions, full_.positions.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.x, full_.x.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.xb, full_.xb.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.q, full_.q.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.attention, full_.attention.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.k, full_.k.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.v, full_.v.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.hb, full_.hb.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.hb2, full_.hb2.slice(0, rows));
+  return a;
+}
+
+size_t LlamaModel::weight_bytes() const {
+  size_t bytes = embedding_.table().nbytes() / config_.vocab_size * config_.dim;  // one row read
+  for (const Layer& l : layers_) {
+    for (const op::MatMul* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) bytes += m->weight().nbytes();
+    bytes += l.attention_norm.weight().nbytes() + l.ffn_norm.weight().nbytes();
+  }
+  return bytes + final_norm_.weight().nbytes() + classifier_.weight().nbytes();
+}
+
+size_t LlamaModel::kv_cache_bytes() const { return k_cache_.nbytes() + v_cache_.nbytes(); }
+
+Status LlamaModel::check_positions(size_t count, int start_pos) const {
+  if (count == 0) return invalid_argument("forward needs at least one token");
+  if (start_pos < 0 || static_cast<int64_t>(start_pos) + static_cast<int64_t>(count) > context_) {
+    return out_of_range("positions " + std::to_string(start_pos) + ".." +
+                        std::to_string(start_pos + static_cast<int64_t>(count) - 1) +
+                        " do not fit in the context of " + std::to_string(context_) + " tokens");
+  }
+  return ok_status();
+}
+
+Status LlamaModel::run_layers(std::span<const int32_t> tokens, int start_pos, const Activations& a) {
+  const int rows = static_cast<int>(tokens.size());
+  // Token ids and positions go to the device in one copy (the kernels read them there, so a
+  // captured decode step stays valid as they change).
+  std::copy(tokens.begin(), tokens.end(), host_staging_.begin());
+  for (int i = 0; i < rows; ++i) host_staging_[max_batch_ + i] = start_pos + i;
+  KUIPER_RETURN_IF_ERROR(copy_bytes(a.tokens.raw_data(), device_, host_staging_.data(),
+                                    DeviceType::kCPU, rows * sizeof(int32_t), stream_));
+  KUIPER_RETURN_IF_ERROR(copy_bytes(a.positions.raw_data(), device_, host_staging_.data() + max_batch_,
+                                    DeviceType::kCPU, rows * sizeof(int32_t), stream_));
+
+  Tensor x = a.x, xb = a.xb, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb, hb2 = a.hb2;
+  KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, x, stream_));
+  for (Layer& layer : layers_) {
+    KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward(x, xb, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.wq.forward(xb, q, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.wk.forward(xb, k, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.wv.forward(xb, v, stream_));
+    KUIPER_RETURN_IF_ERROR(rope_.forward(q, k, a.positions, stream_));
+    KUIPER_RETURN_IF_ERROR(attention_.forward(q, k, v, a.positions, layer.k_cache, layer.v_cache, att, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.wo.forward(att, xb, stream_));
+    KUIPER_RETURN_IF_ERROR(op::add(x, xb, x, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward(x, xb, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.w1.forward(xb, hb, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.w3.forward(xb, hb2, stream_));
+    KUIPER_RETURN_IF_ERROR(op::swiglu(hb, hb2, hb, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.w2.forward(hb, xb, stream_));
+    KUIPER_RETURN_IF_ERROR(op::add(x, xb, x, stream_));
+  }
+  return ok_status();
+}
+
+Status LlamaModel::classify(const Activations& a, int first, int count, Tensor& logits) {
+  KUIPER_ASSIGN_OR_RETURN(Tensor x, a.x.slice(first, first + count));
+  KUIPER_ASSIGN_OR_RETURN(Tensor xb, a.xb.slice(first, first + count));
+  KUIPER_RETURN_IF_ERROR(final_norm_.forward(x, xb, stream_));
+  return classifier_.forward(xb, logits, stream_);
+}
+
+StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_pos) {
+  KUIPER_RETURN_IF_ERROR(check_positions(tokens.size(), start_pos));
+  if (tokens.size() == 1) {
+    KUIPER_RETURN_IF_ERROR(run_layers(tokens, start_pos, decode_));
+    KUIPER_RETURN_IF_ERROR(final_norm_.forward(decode_.x, decode_.xb, stream_));
+    KUIPER_RETURN_IF_ERROR(classifier_.forward(decode_.xb, logits_, stream_));
+    return logits_;
+  }
+  int rows = 0;
+  Activations acts;
+  for (size_t done = 0; done < tokens.size(); done += rows) {
+    rows = static_cast<int>(std::min<size_t>(max_batch_, tokens.size() - done));
+    KUIPER_ASSIGN_OR_RETURN(acts, activation_rows(rows));
+    KUIPER_RETURN_IF_ERROR(run_layers(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
+  }
+  KUIPER_RETURN_IF_ERROR(classify(acts, rows - 1, 1, logits_));
+  return logits_;
+}
+
+StatusOr<Tensor> LlamaModel::forward_all(std::span<const int32_t> tokens, int start_pos) {
+  KUIPER_RETURN_IF_ERROR(check_positions(tokens.size(), start_pos));
+  const int64_t vocab = config_.vocab_size, total = static_cast<int64_t>(tokens.size());
+  KUIPER_ASSIGN_OR_RETURN(Tensor all, Tensor::empty(DataType::kFP32, {total, vocab}, cpu_allocator()));
+  KUIPER_ASSIGN_OR_RETURN(Tensor chunk_logits, Tensor::empty(DataType::kFP32, {max_batch_, vocab}, *allocator_));
+  for (int64_t done = 0; done < total;) {
+    const int rows = static_cast<int>(std::min<int64_t>(max_batch_, total - done));
+    KUIPER_ASSIGN_OR_RETURN(Activations acts, activation_rows(rows));
+    KUIPER_RETURN_IF_ERROR(run_layers(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
+    KUIPER_ASSIGN_OR_RETURN(Tensor logits, chunk_logits.slice(0, rows));
+    KUIPER_RETURN_IF_ERROR(classify(acts, 0, rows, logits));
+    KUIPER_ASSIGN_OR_RETURN(Tensor dst, all.slice(done, done + rows));
+    KUIPER_RETURN_IF_ERROR(dst.copy_from(logits, stream_));
+    done += rows;
+  }
+  KUIPER_RETURN_IF_ERROR(synchronize(stream_));
+  return all;
+}
+
+}  // namespace kuiper

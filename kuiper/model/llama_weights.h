@@ -1,0 +1,32 @@
+// The parameters of a LLaMA model as tensors, wherever they live (a mapped file, host or
+// device memory). Matrices are [out_features, in_features], row-major, and q/k projections use
+// the interleaved-pair RoPE layout (loaders of HF files permute them into it).
+#pragma once
+
+#include <vector>
+
+#include "kuiper/op/weight.h"
+#include "kuiper/tensor/tensor.h"
+
+namespace kuiper {
+
+struct LlamaLayerWeights {
+  Tensor attention_norm;  // fp32 [dim]
+  op::Weight wq;          // [n_heads * head_dim, dim]
+  op::Weight wk;          // [n_kv_heads * head_dim, dim]
+  op::Weight wv;          // [n_kv_heads * head_dim, dim]
+  op::Weight wo;          // [dim, n_heads * head_dim]
+  Tensor ffn_norm;        // fp32 [dim]
+  op::Weight w1;          // gate [hidden_dim, dim]
+  op::Weight w2;          // down [dim, hidden_dim]
+  op::Weight w3;          // up   [hidden_dim, dim]
+};
+
+struct LlamaWeights {
+  op::Weight token_embedding;  // [vocab, dim]
+  std::vector<LlamaLayerWeights> layers;
+  Tensor final_norm;           // fp32 [dim]
+  op::Weight classifier;       // [vocab, dim]; the token embedding itself when shared
+};
+
+}  // namespace kuiper

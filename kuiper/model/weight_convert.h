@@ -1,0 +1,16 @@
+// Putting checkpoint weights into the form and place a model runs them in: the requested dtype
+// on the requested device. fp32 weights that stay fp32 on the CPU are used in place (no copy).
+#pragma once
+
+#include "kuiper/base/allocator.h"
+#include "kuiper/op/weight.h"
+
+namespace kuiper {
+
+// A weight in `dtype` on the allocator's device. Float dtypes convert with round-to-nearest.
+StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Allocator& allocator);
+
+// An fp32 vector (norm weights) on the allocator's device; zero-copy on the CPU.
+StatusOr<Tensor> place_fp32(const Tensor& tensor, Allocator& allocator);
+
+}  // namespace kuiper

@@ -1,0 +1,82 @@
+// Layer objects: each holds its parameters and reaches its kernel through the kernel table of
+// the device its parameters live on. A layer never names a backend; the table does.
+#pragma once
+
+#include <string>
+
+#include "kuiper/op/kernel_table.h"
+
+namespace kuiper::op {
+
+// out[t] = table[tokens[t]].
+class Embedding {
+ public:
+  Embedding() = default;
+  explicit Embedding(Weight table) : table_(std::move(table)) {}
+  Status forward(const Tensor& tokens, Tensor& out, Stream stream) const;
+  const Weight& table() const { return table_; }
+
+ private:
+  Weight table_;
+};
+
+// out = in · weightᵀ, for any weight dtype the device's table has a kernel for.
+class MatMul {
+ public:
+  MatMul() = default;
+  MatMul(std::string name, Weight weight) : name_(std::move(name)), weight_(std::move(weight)) {}
+  Status forward(const Tensor& in, Tensor& out, Stream stream) const;
+  const Weight& weight() const { return weight_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  Weight weight_;
+};
+
+class RmsNorm {
+ public:
+  RmsNorm() = default;
+  RmsNorm(Tensor weight, float eps) : weight_(std::move(weight)), eps_(eps) {}
+  Status forward(const Tensor& in, Tensor& out, Stream stream) const;
+  const Tensor& weight() const { return weight_; }
+
+ private:
+  Tensor weight_;
+  float eps_ = 1e-5f;
+};
+
+// Rotary position embedding with precomputed cos/sin tables [positions, head_dim / 2].
+class Rope {
+ public:
+  Rope() = default;
+  Rope(Tensor cos, Tensor sin, int head_dim)
+      : cos_(std::move(cos)), sin_(std::move(sin)), head_dim_(head_dim) {}
+  Status forward(Tensor& q, Tensor& k, const Tensor& positions, Stream stream) const;
+
+ private:
+  Tensor cos_, sin_;
+  int head_dim_ = 0;
+};
+
+// Multi-head attention with grouped-query heads over one layer's KV cache: stores this
+// chunk's keys and values at their positions, then attends causally.
+class Attention {
+ public:
+  Attention() = default;
+  explicit Attention(AttentionShape shape) : shape_(shape) {}
+  Status forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                 Tensor& k_cache, Tensor& v_cache, Tensor& out, Stream stream) const;
+
+ private:
+  AttentionShape shape_;
+};
+
+// out = silu(gate) * up.
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream);
+// out = a + b.
+Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream);
+// out[0] = argmax(logits).
+Status argmax(const Tensor& logits, Tensor& out, Stream stream);
+
+}  // namespace kuiper::op
