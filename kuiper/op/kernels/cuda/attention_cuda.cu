@@ -1,0 +1,101 @@
+// Attention wrapper: sizes the launch from shapes known on the host (never from positions,
+// which live on the device) and picks flash-decoding splits for a single query row.
+#include <algorithm>
+#include <cmath>
+
+#include "kuiper/base/cuda_utils.h"
+#include "kuiper/op/kernels/cuda/attention_kernels.cuh"
+#include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/device_scratch.cuh"
+
+namespace kuiper::op::cuda {
+namespace {
+
+// Decode splits the whole cache capacity (the length is only known on the device) into ranges
+// of at least kMinSplitRows rows and at most kMaxSplits ranges; blocks past the length exit at
+// once, which costs far less than the parallelism short ranges give long contexts.
+constexpr int kMinSplitRows = 64;
+constexpr int kMaxSplits = 1024;
+constexpr int kMaxGridZ = 65535;
+
+template <typename T>
+Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+              const Tensor& positions, const AttentionShape& shape, Tensor& out,
+              cudaStream_t stream) {
+  static DeviceScratch partials;
+  const int64_t tokens = positions.numel(), context = k_cache.dim(0);
+  AttentionParams<T> p{};
+  p.q = q.data<float>();
+  p.k_cache = k_cache.data<T>();
+  p.v_cache = v_cache.data<T>();
+  p.positions = positions.data<int32_t>();
+  p.out = out.data<float>();
+  p.n_heads = shape.n_heads;
+  p.head_dim = shape.head_dim;
+  p.group = shape.n_heads / shape.n_kv_heads;
+  p.blocks_per_kv_head = (p.group + kMaxGroup - 1) / kMaxGroup;
+  p.context = context;
+  p.kv_dim = k_cache.dim(-1);
+  p.scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
+  if (tokens == 1) {
+    p.span = static_cast<int>(std::max<int64_t>(kMinSplitRows, (context + kMaxSplits - 1) / kMaxSplits));
+    p.splits = static_cast<int>((context + p.span - 1) / p.span);
+  } else {
+    p.span = static_cast<int>(std::min<int64_t>(context, INT32_MAX));
+    p.splits = 1;
+  }
+  if (p.splits > 1) {
+    const int64_t slots = tokens * shape.n_heads * p.splits;
+    KUIPER_ASSIGN_OR_RETURN(void* scratch,
+                            partials.get(slots * (shape.head_dim + 2) * sizeof(float)));
+    p.partial_out = static_cast<float*>(scratch);
+    p.partial_max_sum = p.partial_out + slots * shape.head_dim;
+  }
+  const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * p.blocks_per_kv_head),
+                  static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));
+  attention_kernel<T><<<grid, kAttentionThreads, 0, stream>>>(p);
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention");
+  if (p.splits > 1) {
+    const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));
+    const int threads = std::min(kMaxHeadDim, (shape.head_dim + 31) / 32 * 32);
+    attention_combine_kernel<<<combine_grid, threads, 0, stream>>>(
+        p.partial_out, p.partial_max_sum, p.positions, context, shape.n_heads, shape.head_dim,
+        p.span, p.splits, p.out);
+    KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention combine");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                 const Tensor& positions, const AttentionShape& shape, Tensor& out,
+                 Stream stream) {
+  KUIPER_RETURN_IF_ERROR(expect_cuda(q, DataType::kFP32, "attention q"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(k_cache, "key cache"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "attention positions"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "attention output"));
+  const int n_heads = shape.n_heads, n_kv = shape.n_kv_heads, hd = shape.head_dim;
+  const int64_t tokens = positions.numel();
+  const int64_t q_dim = static_cast<int64_t>(n_heads) * hd, kv_dim = static_cast<int64_t>(n_kv) * hd;
+  if (n_heads <= 0 || n_kv <= 0 || hd <= 0 || n_heads % n_kv != 0 || q.numel() != tokens * q_dim ||
+      out.numel() != q.numel() || k_cache.dim(-1) != kv_dim || v_cache.numel() != k_cache.numel()) {
+    return invalid_argument("attention shapes do not fit: q " + q.describe() + ", cache " +
+                            k_cache.describe() + ", heads " + std::to_string(n_heads) + "/" +
+                            std::to_string(n_kv) + " x " + std::to_string(hd));
+  }
+  if (hd % 2 != 0 || hd > kMaxHeadDim || tokens > kMaxGridZ) {
+    return unsupported("cuda attention needs an even head_dim up to " +
+                       std::to_string(kMaxHeadDim) + " and at most " +
+                       std::to_string(kMaxGridZ) + " rows, got head_dim " + std::to_string(hd) +
+                       " and " + std::to_string(tokens) + " rows");
+  }
+  if (tokens == 0) return ok_status();
+  return dispatch_float_type(k_cache.dtype(), [&](auto zero) {
+    return launch<decltype(zero)>(q, k_cache, v_cache, positions, shape, out,
+                                  as_cuda_stream(stream));
+  });
+}
+
+}  // namespace kuiper::op::cuda

@@ -1,0 +1,246 @@
+// Device code for causal grouped-query attention over a KV cache (fp32, fp16 or bf16).
+//
+// One block serves up to kMaxGroup query heads that share one KV head, so each cache row is
+// read once for the whole group. The block walks its range of cache rows in chunks of kChunk:
+// scores for the chunk go to shared memory (one warp per row, pairs of elements per lane),
+// the softmax runs online (running max and sum per head, earlier sums rescaled), and the
+// weighted values accumulate in registers (each thread owns one pair of output dimensions for
+// every head in the group, over a strided subset of the rows).
+//
+// Decode splits the cache into ranges, one block each, writing unnormalised partial results
+// that attention_combine_kernel merges (flash-decoding); prefill gives each query row one block
+// covering all of its rows, which normalises and writes the output directly.
+#pragma once
+
+#include <cstdint>
+
+#include "kuiper/op/kernels/cuda/element_types.cuh"
+
+namespace kuiper::op::cuda {
+
+inline constexpr int kAttentionThreads = 128;
+inline constexpr int kAttentionWarps = kAttentionThreads / 32;
+inline constexpr int kMaxGroup = 8;        // query heads per block
+inline constexpr int kMaxHeadDim = 256;    // 2 * kAttentionThreads: one pair per thread
+inline constexpr int kChunk = 128;         // cache rows per pass through shared memory
+inline constexpr int kRowsPerWarpPass = 4; // cache rows a warp loads before reducing
+
+template <typename T>
+struct AttentionParams {
+  const float* q;             // [T, n_heads * head_dim]
+  const T* k_cache;           // [context, n_kv_heads * head_dim]
+  const T* v_cache;
+  const int32_t* positions;   // [T]
+  float* out;                 // [T, n_heads * head_dim], when splits == 1
+  float* partial_out;         // [T, n_heads, splits, head_dim], when splits > 1
+  float* partial_max_sum;     // [T, n_heads, splits, 2]
+  int n_heads, head_dim, group, blocks_per_kv_head;
+  int64_t context, kv_dim;
+  int span;    // cache rows per split
+  int splits;  // blocks along the cache; 1 = write normalised output
+  float scale;
+};
+
+// Number of cache rows query row t attends to; 0 when its position is outside the cache.
+__device__ __forceinline__ int64_t attended_length(const int32_t* positions, int t,
+                                                   int64_t context) {
+  const int32_t pos = positions[t];
+  return pos >= 0 && pos < context ? pos + 1 : 0;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kAttentionThreads)
+    attention_kernel(const AttentionParams<T> p) {
+  const int t = blockIdx.z, split = blockIdx.y;
+  const int kv_head = blockIdx.x / p.blocks_per_kv_head;
+  const int first_in_group = (blockIdx.x % p.blocks_per_kv_head) * kMaxGroup;
+  const int heads = min(kMaxGroup, p.group - first_in_group);  // query heads in this block
+  const int head0 = kv_head * p.group + first_in_group;
+  const int hd = p.head_dim, pairs = hd / 2;
+  const int64_t q_dim = static_cast<int64_t>(p.n_heads) * hd;
+  const int64_t length = attended_length(p.positions, t, p.context);
+  const int64_t begin = static_cast<int64_t>(split) * p.span;
+  const int64_t end = min(begin + p.span, length);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+
+  if (begin >= end) {
+    // Splits past the length are ignored by the combine; an unsplit row with no valid
+    // position gets zeros rather than garbage.
+    if (p.splits == 1) {
+      for (int i = tid; i < heads * hd; i += kAttentionThreads) {
+        p.out[t * q_dim + static_cast<int64_t>(head0) * hd + i] = 0.f;
+      }
+    }
+    return;
+  }
+
+  __shared__ __align__(16) float q_s[kMaxGroup * kMaxHeadDim];  // scaled queries; at the end, partial sums
+  __shared__ float score_s[kMaxGroup][kChunk];    // scores, then probabilities, of one chunk
+  __shared__ float max_s[kMaxGroup], sum_s[kMaxGroup], rescale_s[kMaxGroup];
+
+  for (int i = tid; i < heads * hd; i += kAttentionThreads) {
+    q_s[i] = p.q[t * q_dim + static_cast<int64_t>(head0) * hd + i] * p.scale;
+  }
+  if (tid < kMaxGroup) {
+    max_s[tid] = -INFINITY;
+    sum_s[tid] = 0.f;
+  }
+  // Value accumulation layout: thread = (row lane `row_slot`, pair `my_pair`).
+  const int row_slots = kAttentionThreads / pairs;
+  const int my_pair = tid % pairs, row_slot = tid / pairs;
+  float2 acc[kMaxGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) acc[g] = make_float2(0.f, 0.f);
+  const T* k_base = p.k_cache + static_cast<int64_t>(kv_head) * hd;
+  const T* v_base = p.v_cache + static_cast<int64_t>(kv_head) * hd;
+  __syncthreads();
+
+  for (int64_t chunk = begin; chunk < end; chunk += kChunk) {
+    const int rows = static_cast<int>(min(static_cast<int64_t>(kChunk), end - chunk));
+
+    // Scores: each warp takes kRowsPerWarpPass rows at a time so their loads overlap.
+    for (int r0 = warp * kRowsPerWarpPass; r0 < rows; r0 += kAttentionWarps * kRowsPerWarpPass) {
+      float dot[kRowsPerWarpPass][kMaxGroup] = {};
+      for (int pair = lane; pair < pairs; pair += 32) {
+        float2 kv[kRowsPerWarpPass];
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarpPass; ++r) {
+          kv[r] = r0 + r < rows ? load_pair(k_base + (chunk + r0 + r) * p.kv_dim + 2 * pair)
+                               : make_float2(0.f, 0.f);
+        }
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= heads) break;
+          const float2 qv = *reinterpret_cast<const float2*>(&q_s[g * hd + 2 * pair]);
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarpPass; ++r) dot[r][g] += qv.x * kv[r].x + qv.y * kv[r].y;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarpPass; ++r) {
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= heads) break;
+          float d = dot[r][g];
+#pragma unroll
+          for (int offset = 16; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
+          if (lane == 0 && r0 + r < rows) score_s[g][r0 + r] = d;
+        }
+      }
+    }
+    __syncthreads();
+
+    // Online softmax: one warp per head.
+    for (int g = warp; g < heads; g += kAttentionWarps) {
+      float chunk_max = -INFINITY;
+      for (int r = lane; r < rows; r += 32) chunk_max = fmaxf(chunk_max, score_s[g][r]);
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
+      }
+      const float old_max = max_s[g], new_max = fmaxf(old_max, chunk_max);
+      float chunk_sum = 0.f;
+      for (int r = lane; r < rows; r += 32) {
+        const float e = expf(score_s[g][r] - new_max);
+        score_s[g][r] = e;
+        chunk_sum += e;
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        chunk_sum += __shfl_xor_sync(0xffffffffu, chunk_sum, offset);
+      }
+      __syncwarp();
+      if (lane == 0) {
+        const float rescale = expf(old_max - new_max);  // 0 on the first chunk
+        rescale_s[g] = rescale;
+        sum_s[g] = sum_s[g] * rescale + chunk_sum;
+        max_s[g] = new_max;
+      }
+    }
+    __syncthreads();
+
+    // Weighted values.
+    if (row_slot < row_slots) {
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        acc[g].x *= rescale_s[g < heads ? g : 0];
+        acc[g].y *= rescale_s[g < heads ? g : 0];
+      }
+      for (int r0 = row_slot; r0 < rows; r0 += row_slots * 4) {
+        float2 vv[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int r = r0 + u * row_slots;
+          if (r < rows) vv[u] = load_pair(v_base + (chunk + r) * p.kv_dim + 2 * my_pair);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int r = r0 + u * row_slots;
+          if (r >= rows) break;
+#pragma unroll
+          for (int g = 0; g < kMaxGroup; ++g) {
+            if (g >= heads) break;
+            const float w = score_s[g][r];
+            acc[g].x += w * vv[u].x;
+            acc[g].y += w * vv[u].y;
+          }
+        }
+      }
+    }
+    __syncthreads();  // the next chunk overwrites scores and rescale factors
+  }
+
+  // Sum the row slots' accumulators (q_s is free now), then write.
+  float* reduce_s = q_s;  // [row_slots][kMaxGroup][hd] fits: row_slots * hd <= 2 * threads
+  if (row_slot < row_slots) {
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= heads) break;
+      float* dst = reduce_s + (row_slot * kMaxGroup + g) * hd + 2 * my_pair;
+      dst[0] = acc[g].x;
+      dst[1] = acc[g].y;
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < heads * hd; i += kAttentionThreads) {
+    const int g = i / hd, d = i % hd;
+    float total = 0.f;
+    for (int s = 0; s < row_slots; ++s) total += reduce_s[(s * kMaxGroup + g) * hd + d];
+    const int64_t head_row = static_cast<int64_t>(t) * p.n_heads + head0 + g;
+    if (p.splits == 1) {
+      p.out[head_row * hd + d] = total / sum_s[g];
+    } else {
+      const int64_t slot = head_row * p.splits + split;
+      p.partial_out[slot * hd + d] = total;
+      if (d == 0) {
+        p.partial_max_sum[slot * 2] = max_s[g];
+        p.partial_max_sum[slot * 2 + 1] = sum_s[g];
+      }
+    }
+  }
+}
+
+// Merges the splits of one (query row, head): out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M).
+// Block (head, t); one thread per output dimension.
+__global__ void attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
+                                         const int32_t* positions, int64_t context, int n_heads,
+                                         int head_dim, int span, int splits, float* out) {
+  const int head = blockIdx.x, t = blockIdx.y;
+  const int64_t length = attended_length(positions, t, context);
+  const int used = static_cast<int>((length + span - 1) / span);
+  const int64_t head_row = static_cast<int64_t>(t) * n_heads + head;
+  const float* ms = partial_max_sum + head_row * splits * 2;
+  float global_max = -INFINITY;
+  for (int s = 0; s < used; ++s) global_max = fmaxf(global_max, ms[2 * s]);
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float numerator = 0.f, denominator = 0.f;
+    for (int s = 0; s < used; ++s) {
+      const float w = expf(ms[2 * s] - global_max);
+      numerator += partial_out[(head_row * splits + s) * head_dim + d] * w;
+      denominator += ms[2 * s + 1] * w;
+    }
+    out[head_row * head_dim + d] = used > 0 ? numerator / denominator : 0.f;
+  }
+}
+
+}  // namespace kuiper::op::cuda

@@ -1,0 +1,60 @@
+// The CUDA kernel table: every CUDA kernel is named here and nowhere else. Kernels whose code
+// depends on a storage type dispatch on it inside, so one function serves several entries.
+#include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+
+namespace kuiper::op {
+namespace {
+
+KernelTable make_cuda_table() {
+  KernelTable t;
+  const auto at = [](DataType d) { return static_cast<int>(d); };
+  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16}) {
+    t.embedding[at(d)] = cuda::embedding;
+    t.matmul[at(d)] = cuda::matmul;
+    t.kv_store[at(d)] = cuda::kv_store;
+    t.attention[at(d)] = cuda::attention;
+  }
+  t.rmsnorm = cuda::rmsnorm;
+  t.rope = cuda::rope;
+  t.swiglu = cuda::swiglu;
+  t.add = cuda::add;
+  t.argmax = cuda::argmax;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& cuda_kernel_table() {
+  static const KernelTable table = make_cuda_table();
+  return table;
+}
+
+namespace cuda {
+
+Status expect_cuda(const Tensor& t, DataType dtype, const char* what) {
+  if (t.is_empty()) return invalid_argument(std::string(what) + " is empty");
+  if (t.device() != DeviceType::kCUDA) {
+    return invalid_argument(std::string(what) + " must be on cuda, got " + t.describe());
+  }
+  if (t.dtype() != dtype) {
+    return invalid_argument(std::string(what) + " must be " + std::string(dtype_name(dtype)) +
+                            ", got " + t.describe());
+  }
+  return ok_status();
+}
+
+Status expect_cuda_float_type(const Tensor& t, const char* what) {
+  if (t.is_empty()) return invalid_argument(std::string(what) + " is empty");
+  if (t.device() != DeviceType::kCUDA) {
+    return invalid_argument(std::string(what) + " must be on cuda, got " + t.describe());
+  }
+  const DataType d = t.dtype();
+  if (d != DataType::kFP32 && d != DataType::kFP16 && d != DataType::kBF16) {
+    return unsupported(std::string(what) + " must be fp32, fp16 or bf16 on cuda, got " +
+                       t.describe());
+  }
+  return ok_status();
+}
+
+}  // namespace cuda
+}  // namespace kuiper::op

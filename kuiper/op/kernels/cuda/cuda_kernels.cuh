@@ -1,0 +1,31 @@
+// CUDA kernels (see kernel_table.h for what each computes). Registered in cuda_kernels.cu.
+// Wrappers never synchronise, allocate from the driver on the decode path, or read device data
+// on the host, so that a decode step can be captured in a CUDA graph. Consequently positions
+// and token ids are not range-checked on the host: kernels skip out-of-range positions and
+// write zeros for out-of-range token ids, as documented at each kernel.
+#pragma once
+
+#include "kuiper/op/kernel_table.h"
+
+namespace kuiper::op::cuda {
+
+Status embedding(const Tensor& tokens, const Weight& table, Tensor& out, Stream stream);
+Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream);
+Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream stream);
+Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, const Tensor& sin,
+            int head_dim, Stream stream);
+Status kv_store(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,
+                Tensor& v_cache, Stream stream);
+Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                 const Tensor& positions, const AttentionShape& shape, Tensor& out,
+                 Stream stream);
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream);
+Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream);
+Status argmax(const Tensor& logits, Tensor& out, Stream stream);
+
+// Shared argument check: `t` must be a non-empty CUDA tensor of `dtype`.
+Status expect_cuda(const Tensor& t, DataType dtype, const char* what);
+// Like expect_cuda, for tensors whose dtype the kernel dispatches on (fp32, fp16 or bf16).
+Status expect_cuda_float_type(const Tensor& t, const char* what);
+
+}  // namespace kuiper::op::cuda

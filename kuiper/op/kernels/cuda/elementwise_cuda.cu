@@ -1,0 +1,99 @@
+// Element-wise kernels (swiglu, add) and the greedy pick (argmax).
+#include <cub/block/block_reduce.cuh>
+
+#include "kuiper/base/cuda_utils.h"
+#include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/launch.cuh"
+
+namespace kuiper::op::cuda {
+namespace {
+
+constexpr int kArgmaxThreads = 1024;
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float g = gate[i];
+    out[i] = g / (1.f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = a[i] + b[i];
+  }
+}
+
+struct Candidate {
+  float value;
+  int index;
+};
+
+// The larger value wins; on equal values the smaller index, as the CPU kernel's scan does.
+struct BetterCandidate {
+  __device__ Candidate operator()(const Candidate& a, const Candidate& b) const {
+    if (b.value > a.value || (b.value == a.value && b.index < a.index)) return b;
+    return a;
+  }
+};
+
+// One block: the logits of one token are at most a few hundred KB, far below what would
+// repay a second pass.
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int n,
+                                                                int32_t* out) {
+  Candidate best{-INFINITY, n};
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = logits[i];
+    if (v > best.value || best.index == n) best = {v, i};  // strided scan: first index kept
+  }
+  using Reduce = cub::BlockReduce<Candidate, kArgmaxThreads>;
+  __shared__ typename Reduce::TempStorage storage;
+  const Candidate winner = Reduce(storage).Reduce(best, BetterCandidate{});
+  if (threadIdx.x == 0) out[0] = winner.index == n ? 0 : winner.index;
+}
+
+Status check_same(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
+  KUIPER_RETURN_IF_ERROR(expect_cuda(a, DataType::kFP32, what));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(b, DataType::kFP32, what));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, what));
+  if (a.numel() != b.numel() || a.numel() != out.numel()) {
+    return invalid_argument(std::string(what) + " operands differ in size: " + a.describe() +
+                            ", " + b.describe() + ", " + out.describe());
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) {
+  KUIPER_RETURN_IF_ERROR(check_same(gate, up, out, "swiglu"));
+  const int64_t n = out.numel();
+  swiglu_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+      gate.data<float>(), up.data<float>(), out.data<float>(), n);
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu");
+  return ok_status();
+}
+
+Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream) {
+  KUIPER_RETURN_IF_ERROR(check_same(a, b, out, "add"));
+  const int64_t n = out.numel();
+  add_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+      a.data<float>(), b.data<float>(), out.data<float>(), n);
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("add");
+  return ok_status();
+}
+
+Status argmax(const Tensor& logits, Tensor& out, Stream stream) {
+  KUIPER_RETURN_IF_ERROR(expect_cuda(logits, DataType::kFP32, "argmax input"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kINT32, "argmax output"));
+  if (logits.numel() == 0 || logits.numel() > INT32_MAX || out.numel() < 1) {
+    return invalid_argument("argmax of " + logits.describe() + " into " + out.describe());
+  }
+  argmax_kernel<<<1, kArgmaxThreads, 0, as_cuda_stream(stream)>>>(
+      logits.data<float>(), static_cast<int>(logits.numel()), out.data<int32_t>());
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("argmax");
+  return ok_status();
+}
+
+}  // namespace kuiper::op::cuda

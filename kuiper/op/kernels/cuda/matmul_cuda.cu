@@ -1,0 +1,148 @@
+// out[T, rows] = in[T, cols] · Wᵀ on the GPU.
+// Decode (T = 1) is a weight-streaming GEMV (gemv.cuh). Prefill (T > 1) is a GEMM on cuBLAS:
+// fp16/bf16 weights run on the tensor cores after the activations are rounded to the weights'
+// type in a scratch buffer, accumulating and writing fp32; fp32 weights run as a true fp32
+// GEMM (no TF32), so that fp32 models stay exact to fp32 rounding.
+#include <cublas_v2.h>
+
+#include <mutex>
+
+#include "kuiper/base/cuda_utils.h"
+#include "kuiper/base/device.h"
+#include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/device_scratch.cuh"
+#include "kuiper/op/kernels/cuda/gemv.cuh"
+#include "kuiper/op/kernels/cuda/launch.cuh"
+
+namespace kuiper::op::cuda {
+namespace {
+
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // what cuBLAS suggests for Hopper
+constexpr int kMaxDevices = 16;
+
+Status cublas_status(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return ok_status();
+  return internal_error(std::string(what) + ": " + cublasGetStatusString(status));
+}
+
+// One cuBLAS handle and workspace per GPU, made on first use and kept for the process (a
+// handle is expensive to create, and creating one would break a graph capture).
+struct CublasContext {
+  std::mutex mutex;  // a handle's stream and workspace are per-handle state
+  cublasHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+StatusOr<CublasContext*> cublas_context() {
+  static CublasContext contexts[kMaxDevices];
+  static std::mutex creation;
+  int device = 0;
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices) return unsupported("too many GPUs for cuBLAS contexts");
+  std::lock_guard<std::mutex> lock(creation);
+  CublasContext& ctx = contexts[device];
+  if (ctx.handle == nullptr) {
+    KUIPER_ASSIGN_OR_RETURN(Allocator * pool, cuda_allocator());
+    KUIPER_ASSIGN_OR_RETURN(ctx.workspace, pool->allocate(kCublasWorkspaceBytes));
+    cublasHandle_t handle = nullptr;
+    KUIPER_RETURN_IF_ERROR(cublas_status(cublasCreate(&handle), "cublasCreate"));
+    ctx.handle = handle;
+  }
+  return &ctx;
+}
+
+template <typename T>
+__global__ void round_activations_kernel(const float* in, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = from_float<T>(in[i]);
+  }
+}
+
+template <typename T>
+constexpr cudaDataType_t cuda_data_type() {
+  if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+  if constexpr (std::is_same_v<T, __half>) return CUDA_R_16F;
+  return CUDA_R_16BF;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <typename T>
+Status gemv(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t stream) {
+  const int rows = static_cast<int>(weight.rows()), cols = static_cast<int>(weight.cols());
+  const T* w = weight.values.data<T>();
+  const float* x = in.data<float>();
+  const bool vector = cols % (16 / sizeof(T)) == 0 && aligned16(w) && aligned16(x);
+  const unsigned blocks = static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps);
+  if (vector) {
+    gemv_kernel<T, true><<<blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(), rows,
+                                                                 cols);
+  } else {
+    gemv_kernel<T, false><<<blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(), rows,
+                                                                  cols);
+  }
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("gemv");
+  return ok_status();
+}
+
+template <typename T>
+Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t stream) {
+  static DeviceScratch rounded_activations;
+  const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
+  const void* b = in.raw_data();
+  if constexpr (!std::is_same_v<T, float>) {
+    const int64_t n = in.numel();
+    KUIPER_ASSIGN_OR_RETURN(void* scratch, rounded_activations.get(n * sizeof(T)));
+    round_activations_kernel<T><<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(
+        in.data<float>(), static_cast<T*>(scratch), n);
+    KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("round activations");
+    b = scratch;
+  }
+  KUIPER_ASSIGN_OR_RETURN(CublasContext * ctx, cublas_context());
+  std::lock_guard<std::mutex> lock(ctx->mutex);
+  KUIPER_RETURN_IF_ERROR(cublas_status(cublasSetStream(ctx->handle, stream), "cublasSetStream"));
+  // Setting the stream resets the workspace to cuBLAS's own pool, which may allocate.
+  KUIPER_RETURN_IF_ERROR(cublas_status(
+      cublasSetWorkspace(ctx->handle, ctx->workspace, kCublasWorkspaceBytes),
+      "cublasSetWorkspace"));
+  // Row-major out[T, rows] is column-major outᵀ[rows, T] = W·inᵀ, where row-major W[rows,
+  // cols] read column-major is Wᵀ (hence OP_T) and row-major in[T, cols] is inᵀ.
+  const float alpha = 1.f, beta = 0.f;
+  constexpr cudaDataType_t type = cuda_data_type<T>();
+  return cublas_status(
+      cublasGemmEx(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+                   static_cast<int>(tokens), static_cast<int>(cols), &alpha,
+                   weight.values.raw_data(), type, static_cast<int>(cols), b, type,
+                   static_cast<int>(cols), &beta, out.raw_data(), CUDA_R_32F,
+                   static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
+}
+
+}  // namespace
+
+Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream) {
+  KUIPER_RETURN_IF_ERROR(expect_cuda(in, DataType::kFP32, "matmul input"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "matmul output"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(weight.values, "matmul weight"));
+  if (weight.values.ndim() != 2) {
+    return invalid_argument("matmul weight must be 2-d, got " + weight.values.describe());
+  }
+  const int64_t rows = weight.rows(), cols = weight.cols();
+  if (cols == 0 || in.numel() % cols != 0 || out.numel() != in.numel() / cols * rows) {
+    return invalid_argument("matmul shapes do not fit: input " + in.describe() + ", weight " +
+                            weight.values.describe() + ", output " + out.describe());
+  }
+  if (rows > INT32_MAX || cols > INT32_MAX || in.numel() / cols > INT32_MAX) {
+    return unsupported("matmul dimensions beyond 2^31: weight " + weight.values.describe());
+  }
+  const int64_t tokens = in.numel() / cols;
+  if (tokens == 0 || rows == 0) return ok_status();
+  return dispatch_float_type(weight.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return tokens == 1 ? gemv<T>(in, weight, out, as_cuda_stream(stream))
+                       : gemm<T>(in, weight, out, as_cuda_stream(stream));
+  });
+}
+
+}  // namespace kuiper::op::cuda

@@ -1,0 +1,365 @@
+// Every CUDA kernel against the CPU kernel of the same table entry, on random inputs of awkward
+// sizes; plus the CUDA allocator's pool and device copies. Skips when no GPU can be used.
+//
+// Tolerances (relative L2 error against the CPU result):
+//  - fp32 arithmetic on identical inputs (also fp16/bf16 weights or caches, which both sides
+//    widen exactly to fp32): 1e-5; attention, whose exp and long sums round differently: 2e-5.
+//  - prefill matmul with half-precision weights, where the GPU also rounds the activations to
+//    the weights' type for the tensor cores: fp16 2e-3 (11-bit mantissa), bf16 1e-2 (8-bit).
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "kuiper/base/device.h"
+#include "kuiper/base/half.h"
+#include "kuiper/op/kernel_table.h"
+#include "test/test_util.h"
+
+namespace kuiper {
+namespace {
+
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
+    gpu_allocator_ = cuda_allocator().value();
+  }
+
+  // Copies to the GPU; a failure is reported and leaves an empty tensor, which every kernel
+  // then rejects, so the test fails at its next assertion.
+  Tensor upload(const Tensor& t) {
+    auto r = t.to(*gpu_allocator_);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? std::move(r).value() : Tensor();
+  }
+  Tensor download(const Tensor& t) {
+    auto r = t.to(cpu_allocator());
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? std::move(r).value() : Tensor();
+  }
+  // A GPU fp32 tensor full of NaN: an element the kernel fails to write fails the comparison.
+  Tensor poisoned_gpu(const Shape& shape) {
+    Tensor host = Tensor::zeros_cpu(DataType::kFP32, shape).value();
+    std::fill(host.data<float>(), host.data<float>() + host.numel(), kPoison);
+    return upload(host);
+  }
+  Tensor int_tensor(const std::vector<int32_t>& values) {
+    Tensor t = Tensor::zeros_cpu(DataType::kINT32, {static_cast<int64_t>(values.size())}).value();
+    std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
+    return t;
+  }
+
+  Allocator* gpu_allocator_ = nullptr;
+  const op::KernelTable& gpu_ = op::kernel_table(DeviceType::kCUDA);
+  const op::KernelTable& cpu_ = op::kernel_table(DeviceType::kCPU);
+  std::mt19937 rng_{20261121};
+};
+
+// `fp32` rounded to `dtype` (fp16/bf16 stored as raw bits; fp32 copied).
+Tensor round_to(const Tensor& fp32, DataType dtype) {
+  Tensor out = Tensor::zeros_cpu(dtype, fp32.shape()).value();
+  const float* src = fp32.data<float>();
+  for (int64_t i = 0; i < fp32.numel(); ++i) {
+    switch (dtype) {
+      case DataType::kFP32: out.data<float>()[i] = src[i]; break;
+      case DataType::kFP16: out.data<uint16_t>()[i] = float_to_fp16(src[i]); break;
+      case DataType::kBF16: out.data<uint16_t>()[i] = float_to_bf16(src[i]); break;
+      default: ADD_FAILURE() << "round_to " << dtype_name(dtype);
+    }
+  }
+  return out;
+}
+
+// The fp32 values a tensor of `dtype` holds (exact: widening loses nothing).
+Tensor widen(const Tensor& t) {
+  Tensor out = Tensor::zeros_cpu(DataType::kFP32, t.shape()).value();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (t.dtype()) {
+      case DataType::kFP32: out.data<float>()[i] = t.data<float>()[i]; break;
+      case DataType::kFP16: out.data<float>()[i] = fp16_to_float(t.data<uint16_t>()[i]); break;
+      case DataType::kBF16: out.data<float>()[i] = bf16_to_float(t.data<uint16_t>()[i]); break;
+      default: ADD_FAILURE() << "widen " << t.describe();
+    }
+  }
+  return out;
+}
+
+int at(DataType d) { return static_cast<int>(d); }
+
+double error_vs(const Tensor& gpu_result_on_cpu, const Tensor& reference) {
+  EXPECT_EQ(gpu_result_on_cpu.numel(), reference.numel());
+  return test::relative_error(gpu_result_on_cpu.data<float>(), reference.data<float>(),
+                              static_cast<size_t>(reference.numel()));
+}
+
+const DataType kFloatTypes[] = {DataType::kFP32, DataType::kFP16, DataType::kBF16};
+
+// ---- Device services -------------------------------------------------------------------------
+
+TEST_F(CudaKernels, PoolReusesReleasedBlocksWithoutGrowing) {
+  // An odd size no other test uses, so the block found again is ours.
+  constexpr size_t kBytes = 777'777;
+  KUIPER_ASSERT_OK_AND_ASSIGN(void* first, gpu_allocator_->allocate(kBytes));
+  const size_t peak_after_first = gpu_allocator_->peak_bytes();
+  EXPECT_GE(peak_after_first, kBytes);
+  gpu_allocator_->release(first, kBytes);
+  KUIPER_ASSERT_OK_AND_ASSIGN(void* again, gpu_allocator_->allocate(kBytes));
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(gpu_allocator_->peak_bytes(), peak_after_first) << "reuse must not take new memory";
+  // A second live block of the same size cannot be the same one, and is new memory.
+  KUIPER_ASSERT_OK_AND_ASSIGN(void* second, gpu_allocator_->allocate(kBytes));
+  EXPECT_NE(second, first);
+  EXPECT_GE(gpu_allocator_->peak_bytes(), peak_after_first + kBytes);
+  gpu_allocator_->release(first, kBytes);
+  gpu_allocator_->release(second, kBytes);
+}
+
+TEST_F(CudaKernels, PoolDoesNotHandOutFarLargerBlocks) {
+  constexpr size_t kLarge = 9'000'000, kSmall = 1'000;
+  KUIPER_ASSERT_OK_AND_ASSIGN(void* large, gpu_allocator_->allocate(kLarge));
+  gpu_allocator_->release(large, kLarge);
+  KUIPER_ASSERT_OK_AND_ASSIGN(void* small, gpu_allocator_->allocate(kSmall));
+  EXPECT_NE(small, large);
+  gpu_allocator_->release(small, kSmall);
+}
+
+TEST_F(CudaKernels, CopiesInEveryDirectionWithAndWithoutStream) {
+  const Tensor host = test::random_tensor({1234}, rng_);
+  cudaStream_t own_stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&own_stream), cudaSuccess);
+  for (Stream stream : {static_cast<Stream>(nullptr), static_cast<Stream>(own_stream)}) {
+    Tensor a = poisoned_gpu({1234}), b = poisoned_gpu({1234});
+    Tensor back = Tensor::zeros_cpu(DataType::kFP32, {1234}).value();
+    Tensor host_copy = Tensor::zeros_cpu(DataType::kFP32, {1234}).value();
+    KUIPER_ASSERT_OK(a.copy_from(host, stream));       // host -> device
+    KUIPER_ASSERT_OK(b.copy_from(a, stream));          // device -> device
+    KUIPER_ASSERT_OK(back.copy_from(b, stream));       // device -> host
+    KUIPER_ASSERT_OK(synchronize(stream));
+    KUIPER_ASSERT_OK(host_copy.copy_from(back, stream));  // host -> host
+    EXPECT_EQ(std::memcmp(host_copy.raw_data(), host.raw_data(), host.nbytes()), 0);
+  }
+  EXPECT_EQ(cudaStreamDestroy(own_stream), cudaSuccess);
+}
+
+// ---- Kernels ---------------------------------------------------------------------------------
+
+TEST_F(CudaKernels, EmbeddingMatchesCpuForEveryTableType) {
+  const int64_t vocab = 1001, dim = 77;
+  const Tensor tokens = int_tensor({0, 1000, 17, 17, 503});
+  for (DataType dtype : kFloatTypes) {
+    op::Weight table{round_to(test::random_tensor({vocab, dim}, rng_), dtype), {}, 0};
+    Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {5, dim}).value();
+    KUIPER_ASSERT_OK(cpu_.embedding[at(dtype)](tokens, table, expected, nullptr));
+    op::Weight gpu_table{upload(table.values), {}, 0};
+    Tensor out = poisoned_gpu({5, dim});
+    KUIPER_ASSERT_OK(gpu_.embedding[at(dtype)](upload(tokens), gpu_table, out, nullptr));
+    EXPECT_EQ(error_vs(download(out), expected), 0.0) << dtype_name(dtype);
+  }
+}
+
+struct MatmulCase {
+  int64_t rows, cols, tokens;
+};
+
+TEST_F(CudaKernels, MatmulMatchesCpuForEveryWeightType) {
+  // Decode (tokens 1) through the GEMV: scalar path (cols not a multiple of 8), vector path
+  // with a tail, a 7B-like row; prefill through cuBLAS.
+  const MatmulCase cases[] = {{1, 1, 1},     {37, 1001, 1}, {300, 1000, 1}, {1000, 4096, 1},
+                              {129, 1000, 7}, {77, 1001, 33}, {512, 256, 64}};
+  for (DataType dtype : kFloatTypes) {
+    for (const MatmulCase& c : cases) {
+      op::Weight w{round_to(test::random_tensor({c.rows, c.cols}, rng_), dtype), {}, 0};
+      const Tensor in = test::random_tensor({c.tokens, c.cols}, rng_);
+      Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {c.tokens, c.rows}).value();
+      KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](in, w, expected, nullptr));
+      op::Weight gpu_w{upload(w.values), {}, 0};
+      Tensor out = poisoned_gpu({c.tokens, c.rows});
+      KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(in), gpu_w, out, nullptr));
+      double tolerance = 1e-5;
+      if (c.tokens > 1 && dtype == DataType::kFP16) tolerance = 2e-3;
+      if (c.tokens > 1 && dtype == DataType::kBF16) tolerance = 1e-2;
+      EXPECT_LT(error_vs(download(out), expected), tolerance)
+          << dtype_name(dtype) << " rows " << c.rows << " cols " << c.cols << " tokens "
+          << c.tokens;
+    }
+  }
+}
+
+TEST_F(CudaKernels, RmsNormMatchesCpuAlsoInPlace) {
+  for (int64_t dim : {1, 77, 4097}) {
+    const Tensor in = test::random_tensor({3, dim}, rng_);
+    const Tensor weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);
+    Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {3, dim}).value();
+    KUIPER_ASSERT_OK(cpu_.rmsnorm(in, weight, 1e-5f, expected, nullptr));
+    const Tensor gpu_weight = upload(weight);
+    Tensor out = poisoned_gpu({3, dim});
+    KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, out, nullptr));
+    EXPECT_LT(error_vs(download(out), expected), 1e-5) << "dim " << dim;
+    Tensor in_place = upload(in);
+    KUIPER_ASSERT_OK(gpu_.rmsnorm(in_place, gpu_weight, 1e-5f, in_place, nullptr));
+    EXPECT_LT(error_vs(download(in_place), expected), 1e-5) << "in place, dim " << dim;
+  }
+}
+
+TEST_F(CudaKernels, RopeMatchesCpuAtDevicePositions) {
+  const int head_dim = 64, max_positions = 512;
+  const Tensor positions = int_tensor({0, 5, 100, 3, 511, 7});
+  const Tensor cos = test::random_tensor({max_positions, head_dim / 2}, rng_);
+  const Tensor sin = test::random_tensor({max_positions, head_dim / 2}, rng_);
+  Tensor q = test::random_tensor({6, 8 * head_dim}, rng_);
+  Tensor k = test::random_tensor({6, 2 * head_dim}, rng_);
+  Tensor gpu_q = upload(q), gpu_k = upload(k);
+  KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, nullptr));
+  KUIPER_ASSERT_OK(
+      gpu_.rope(gpu_q, gpu_k, upload(positions), upload(cos), upload(sin), head_dim, nullptr));
+  EXPECT_LT(error_vs(download(gpu_q), q), 1e-6);
+  EXPECT_LT(error_vs(download(gpu_k), k), 1e-6);
+}
+
+TEST_F(CudaKernels, KvStoreWritesRoundedRowsAtPositionsOnly) {
+  const int64_t context = 50, kv_dim = 96;
+  const std::vector<int32_t> pos = {4, 0, 49};
+  for (DataType dtype : kFloatTypes) {
+    const Tensor k = test::random_tensor({3, kv_dim}, rng_);
+    const Tensor v = test::random_tensor({3, kv_dim}, rng_);
+    const Tensor initial = round_to(test::random_tensor({context, kv_dim}, rng_), dtype);
+    Tensor k_cache = upload(initial), v_cache = upload(initial);
+    KUIPER_ASSERT_OK(gpu_.kv_store[at(dtype)](upload(k), upload(v), upload(int_tensor(pos)),
+                                              k_cache, v_cache, nullptr));
+    // Expected: the initial cache with rows pos[t] replaced by k/v rounded to the cache type.
+    const Tensor k_rounded = round_to(k, dtype), v_rounded = round_to(v, dtype);
+    Tensor k_expected = round_to(widen(initial), dtype), v_expected = round_to(widen(initial), dtype);
+    const size_t row_bytes = kv_dim * dtype_size(dtype);
+    for (size_t t = 0; t < pos.size(); ++t) {
+      std::memcpy(static_cast<char*>(k_expected.raw_data()) + pos[t] * row_bytes,
+                  static_cast<const char*>(k_rounded.raw_data()) + t * row_bytes, row_bytes);
+      std::memcpy(static_cast<char*>(v_expected.raw_data()) + pos[t] * row_bytes,
+                  static_cast<const char*>(v_rounded.raw_data()) + t * row_bytes, row_bytes);
+    }
+    EXPECT_EQ(std::memcmp(download(k_cache).raw_data(), k_expected.raw_data(), k_expected.nbytes()), 0)
+        << dtype_name(dtype);
+    EXPECT_EQ(std::memcmp(download(v_cache).raw_data(), v_expected.raw_data(), v_expected.nbytes()), 0)
+        << dtype_name(dtype);
+  }
+}
+
+struct AttentionCase {
+  int n_kv_heads, group, head_dim;
+};
+
+// Runs the CUDA attention over a cache of `dtype` and the CPU attention over the same values
+// widened to fp32; rows from `length` on hold huge values, so reading them would show.
+class CudaAttention : public CudaKernels {
+ protected:
+  void check(DataType dtype, const AttentionCase& c, int64_t capacity,
+             const std::vector<int32_t>& positions, double tolerance) {
+    const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};
+    const int64_t tokens = static_cast<int64_t>(positions.size());
+    const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+    const int64_t q_dim = int64_t{shape.n_heads} * c.head_dim;
+    int32_t longest = 0;
+    for (int32_t p : positions) longest = std::max(longest, p);
+    Tensor k = test::random_tensor({capacity, kv_dim}, rng_);
+    Tensor v = test::random_tensor({capacity, kv_dim}, rng_);
+    for (int64_t i = (longest + 1) * kv_dim; i < capacity * kv_dim; ++i) {
+      k.data<float>()[i] = 1e4f;
+      v.data<float>()[i] = 1e4f;
+    }
+    const Tensor k_cache = round_to(k, dtype), v_cache = round_to(v, dtype);
+    const Tensor q = test::random_tensor({tokens, q_dim}, rng_, -2.f, 2.f);
+    const Tensor pos = int_tensor(positions);
+    Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {tokens, q_dim}).value();
+    KUIPER_ASSERT_OK(cpu_.attention[at(DataType::kFP32)](q, widen(k_cache), widen(v_cache), pos,
+                                                         shape, expected, nullptr));
+    Tensor out = poisoned_gpu({tokens, q_dim});
+    KUIPER_ASSERT_OK(gpu_.attention[at(dtype)](upload(q), upload(k_cache), upload(v_cache),
+                                               upload(pos), shape, out, nullptr));
+    EXPECT_LT(error_vs(download(out), expected), tolerance)
+        << dtype_name(dtype) << " kv heads " << c.n_kv_heads << " group " << c.group
+        << " head_dim " << c.head_dim << " capacity " << capacity << " rows " << tokens
+        << " last position " << positions.back();
+  }
+};
+
+TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
+  const AttentionCase cases[] = {{3, 1, 128}, {2, 4, 64}, {2, 8, 128}};
+  for (DataType dtype : kFloatTypes) {
+    for (const AttentionCase& c : cases) {
+      for (int32_t length : {1, 37, 1000, 4100}) {
+        // Capacity past the length, so decode runs split blocks that must exit early.
+        const int64_t capacity = std::max<int64_t>(length + 13, 300);
+        check(dtype, c, capacity, {length - 1}, 2e-5);
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttention, DecodeHandlesOddHeadDimAndGroupsBeyondOneBlock) {
+  check(DataType::kBF16, {2, 16, 48}, 700, {650}, 2e-5);  // two blocks per KV head
+  check(DataType::kFP32, {1, 3, 256}, 90, {89}, 2e-5);
+}
+
+TEST_F(CudaAttention, PrefillMatchesCpuForACausalChunk) {
+  for (DataType dtype : kFloatTypes) {
+    for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}}) {
+      for (int32_t start : {0, 500}) {
+        std::vector<int32_t> positions(37);
+        for (int i = 0; i < 37; ++i) positions[i] = start + i;
+        check(dtype, c, 1000, positions, 2e-5);
+      }
+    }
+  }
+  check(DataType::kFP16, {2, 8, 64}, 200, {5, 0, 99}, 2e-5);  // any positions, any order
+}
+
+TEST_F(CudaKernels, SwigluAndAddMatchCpuAlsoInPlace) {
+  const int64_t n = 11008 + 3;
+  const Tensor a = test::random_tensor({n}, rng_, -6.f, 6.f);
+  const Tensor b = test::random_tensor({n}, rng_);
+  Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {n}).value();
+  const Tensor gpu_b = upload(b);
+
+  KUIPER_ASSERT_OK(cpu_.swiglu(a, b, expected, nullptr));
+  Tensor out = poisoned_gpu({n});
+  KUIPER_ASSERT_OK(gpu_.swiglu(upload(a), gpu_b, out, nullptr));
+  EXPECT_LT(error_vs(download(out), expected), 1e-6);
+  Tensor gate = upload(a);
+  KUIPER_ASSERT_OK(gpu_.swiglu(gate, gpu_b, gate, nullptr));
+  EXPECT_LT(error_vs(download(gate), expected), 1e-6);
+
+  KUIPER_ASSERT_OK(cpu_.add(a, b, expected, nullptr));
+  Tensor sum = upload(a);
+  KUIPER_ASSERT_OK(gpu_.add(sum, gpu_b, sum, nullptr));
+  EXPECT_EQ(error_vs(download(sum), expected), 0.0);
+}
+
+TEST_F(CudaKernels, ArgmaxFindsTheFirstLargest) {
+  for (int64_t n : {1, 1000, 32001, 128256}) {
+    Tensor logits = test::random_tensor({n}, rng_, -10.f, 10.f);
+    if (n > 1000) {  // a tie for the maximum: the smaller index wins
+      logits.data<float>()[n - 7] = 50.f;
+      logits.data<float>()[n / 3] = 50.f;
+    }
+    Tensor expected = Tensor::zeros_cpu(DataType::kINT32, {1}).value();
+    KUIPER_ASSERT_OK(cpu_.argmax(logits, expected, nullptr));
+    Tensor out = upload(int_tensor({-1}));
+    KUIPER_ASSERT_OK(gpu_.argmax(upload(logits), out, nullptr));
+    EXPECT_EQ(download(out).data<int32_t>()[0], expected.data<int32_t>()[0]) << "n " << n;
+  }
+}
+
+TEST_F(CudaKernels, RejectsHostTensorsAndMismatchedShapes) {
+  const Tensor host = test::random_tensor({4}, rng_);
+  Tensor gpu_out = poisoned_gpu({4});
+  EXPECT_FALSE(gpu_.add(host, host, gpu_out, nullptr).ok());
+  const Tensor gpu_a = upload(test::random_tensor({5}, rng_));
+  EXPECT_FALSE(gpu_.add(gpu_a, gpu_a, gpu_out, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace kuiper
