@@ -91,6 +91,7 @@ Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   }
   const int64_t context = k_cache.dim(0);
   KUIPER_RETURN_IF_ERROR(check_positions(positions, context));
+  if (tokens == 0) return ok_status();  // nothing to do, and no last position to size work by
 
   const int32_t* pos = positions.data<int32_t>();
   const int group = n_heads / n_kv;

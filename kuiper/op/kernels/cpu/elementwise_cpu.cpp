@@ -43,6 +43,10 @@ Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream) {
 Status argmax(const Tensor& logits, Tensor& out, Stream) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(logits, DataType::kFP32, "argmax input"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kINT32, "argmax output"));
+  if (logits.numel() == 0 || out.numel() == 0) {
+    return invalid_argument("argmax needs at least one logit and one output slot, got " +
+                            logits.describe() + " -> " + out.describe());
+  }
   const float* x = logits.data<float>();
   int64_t best = 0;
   for (int64_t i = 1; i < logits.numel(); ++i) {

@@ -27,6 +27,7 @@ Status check_embedding(const Tensor& tokens, const Weight& table, const Tensor& 
 }  // namespace
 
 Status embedding_fp32(const Tensor& tokens, const Weight& table, Tensor& out, Stream) {
+  KUIPER_RETURN_IF_ERROR(expect_cpu(table.values, DataType::kFP32, "embedding table"));
   KUIPER_RETURN_IF_ERROR(check_embedding(tokens, table, out));
   const int64_t dim = table.cols();
   const int32_t* ids = tokens.data<int32_t>();
@@ -38,10 +39,12 @@ Status embedding_fp32(const Tensor& tokens, const Weight& table, Tensor& out, St
 }
 
 Status embedding_half(const Tensor& tokens, const Weight& table, Tensor& out, Stream) {
+  const bool bf16 = table.dtype() == DataType::kBF16;
+  KUIPER_RETURN_IF_ERROR(expect_cpu(table.values, bf16 ? DataType::kBF16 : DataType::kFP16,
+                                    "embedding table"));
   KUIPER_RETURN_IF_ERROR(check_embedding(tokens, table, out));
   const int64_t dim = table.cols();
   const int32_t* ids = tokens.data<int32_t>();
-  const bool bf16 = table.dtype() == DataType::kBF16;
   for (int64_t t = 0; t < tokens.numel(); ++t) {
     const uint16_t* row = table.values.data<uint16_t>() + ids[t] * dim;
     float* dst = out.data<float>() + t * dim;
