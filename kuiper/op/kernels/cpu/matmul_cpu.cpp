@@ -45,6 +45,7 @@ void matmul_half_impl(const float* in, const uint16_t* w, float* out, int64_t to
 }  // namespace
 
 Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, Stream) {
+  KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kFP32, "matmul weight"));
   KUIPER_RETURN_IF_ERROR(check_matmul(in, weight, out));
   const arma::uword rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
   // Row-major W[rows, cols] is column-major [cols, rows]; likewise for activations.
