@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     return true;
   });
   std::fputc('\n', stdout);
+  std::fflush(stdout);
   if (!stats.ok()) return cli::fail("llama_infer", stats.status());
   std::fprintf(stderr, "prompt: %d tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s (%s)\n",
                stats->prompt_tokens, stats->prefill_tokens_per_second(), stats->generated_tokens,

@@ -1,0 +1,222 @@
+// llama_bench: prefill and decode speed of a model, against the memory bandwidth measured on
+// the same machine in the same run.
+//   llama_bench                                # bundled stories260K on the CPU
+//   llama_bench --shape 768,2048,12,12,12,32000 # a random-weight model built in memory
+//   llama_bench --shape llama2-7b --device cuda --contexts 128,1024,4096
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "cli_common.h"
+#include "kuiper/model/random_checkpoint.h"
+
+namespace kuiper {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Named shapes: dim, hidden, layers, heads, kv heads, vocab.
+const std::map<std::string, std::vector<int>>& shape_presets() {
+  static const std::map<std::string, std::vector<int>> presets = {
+      {"cpu-medium", {768, 2048, 12, 12, 12, 32000}},
+      {"llama2-7b", {4096, 11008, 32, 32, 32, 32000}},
+      {"llama3-8b", {4096, 14336, 32, 32, 8, 128256}},
+  };
+  return presets;
+}
+
+StatusOr<LlamaConfig> parse_shape(const std::string& text, int max_context) {
+  std::vector<int> v;
+  if (auto it = shape_presets().find(text); it != shape_presets().end()) {
+    v = it->second;
+  } else {
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {
+      try { v.push_back(std::stoi(item)); } catch (...) { v.clear(); break; }
+    }
+  }
+  if (v.size() != 6) {
+    return invalid_argument("--shape takes dim,hidden,layers,heads,kv_heads,vocab or a preset "
+                            "(cpu-medium, llama2-7b, llama3-8b), got '" + text + "'");
+  }
+  LlamaConfig c;
+  c.dim = v[0]; c.hidden_dim = v[1]; c.n_layers = v[2]; c.n_heads = v[3]; c.n_kv_heads = v[4];
+  c.vocab_size = v[5];
+  c.max_seq_len = max_context;
+  c.shared_classifier = false;
+  if (c.vocab_size == 128256) c.rope_theta = 500000.f;
+  KUIPER_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+// Host memory bandwidth: a parallel copy (bytes read + written) and a parallel read-only sum,
+// each over 1 GiB, best of several runs.
+struct HostBandwidth { double copy_gbs = 0, read_gbs = 0; };
+
+HostBandwidth measure_host_bandwidth() {
+  const size_t n = (size_t{1} << 30) / sizeof(float);
+  std::vector<float> a(n, 1.f), b(n, 2.f);
+  HostBandwidth bw;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = Clock::now();
+#pragma omp parallel for schedule(static)
+    for (int64_t chunk = 0; chunk < 64; ++chunk) {
+      const size_t begin = n / 64 * chunk;
+      std::memcpy(b.data() + begin, a.data() + begin, n / 64 * sizeof(float));
+    }
+    auto t1 = Clock::now();
+    // Eight independent partial sums per thread, so the adds never wait on each other.
+    float sum = 0.f;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (int64_t chunk = 0; chunk < 64; ++chunk) {
+      const float* p = b.data() + n / 64 * chunk;
+      float part[8] = {};
+      for (size_t i = 0; i < n / 64; i += 8) {
+#pragma omp simd
+        for (int j = 0; j < 8; ++j) part[j] += p[i + j];
+      }
+      for (float v : part) sum += v;
+    }
+    auto t2 = Clock::now();
+    if (sum == 0.f) std::fputs("", stderr);  // keeps the sum alive
+    bw.copy_gbs = std::max(bw.copy_gbs, 2.0 * n * sizeof(float) / seconds(t0, t1) / 1e9);
+    bw.read_gbs = std::max(bw.read_gbs, 1.0 * n * sizeof(float) / seconds(t1, t2) / 1e9);
+  }
+  return bw;
+}
+
+std::vector<int> parse_int_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+}  // namespace
+}  // namespace kuiper
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  using namespace kuiper;
+
+  CLI::App app{"Measure prefill and decode speed.", "llama_bench"};
+  cli::ModelFlags flags;
+  std::string shape, contexts = "128";
+  int prompt_tokens = 128, decode_tokens = 64, repeats = 3;
+  cli::add_model_flags(app, flags, /*sampling=*/false);
+  app.add_option("--shape", shape, "random-weight model instead of a file: preset or dim,hidden,layers,heads,kv,vocab");
+  app.add_option("--prompt", prompt_tokens, "prefill length in tokens")->check(CLI::PositiveNumber);
+  app.add_option("--decode", decode_tokens, "tokens decoded per measurement")->check(CLI::PositiveNumber);
+  app.add_option("--contexts", contexts, "comma-separated cache fill levels at which decode is timed");
+  app.add_option("--repeats", repeats, "measurements per figure (the median is reported)")->check(CLI::PositiveNumber);
+  if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
+
+  std::vector<int> fill_levels;
+  try { fill_levels = parse_int_list(contexts); } catch (...) {
+    return cli::fail("llama_bench", invalid_argument("--contexts takes numbers like 128,1024"));
+  }
+  const int needed = std::max(prompt_tokens, *std::max_element(fill_levels.begin(), fill_levels.end()) + decode_tokens);
+
+  std::unique_ptr<LlamaModel> model;
+  std::string name;
+  if (!shape.empty()) {
+    auto config = parse_shape(shape, needed);
+    if (!config.ok()) return cli::fail("llama_bench", config.status());
+    const DataType stored = flags.device == "cuda" ? DataType::kBF16 : DataType::kFP32;
+    auto ckpt = make_random_checkpoint(*config, 1234, stored);
+    if (!ckpt.ok()) return cli::fail("llama_bench", ckpt.status());
+    ModelOptions options;
+    options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
+    options.context = needed;
+    if (flags.dtype == "fp32") options.weight_dtype = DataType::kFP32;
+    if (flags.dtype == "bf16") options.weight_dtype = DataType::kBF16;
+    if (flags.dtype == "fp16") options.weight_dtype = DataType::kFP16;
+    auto created = LlamaModel::create(*ckpt, options);
+    if (!created.ok()) return cli::fail("llama_bench", created.status());
+    model = std::move(created).value();
+    name = "random " + config->summary();
+  } else {
+    flags.context = flags.context ? flags.context : 0;
+    auto loaded = cli::load_model(flags);
+    if (!loaded.ok()) return cli::fail("llama_bench", loaded.status());
+    model = std::move(loaded->model);
+    name = loaded->model_path;
+  }
+  if (needed > model->context()) {
+    return cli::fail("llama_bench", invalid_argument("the benchmark needs " + std::to_string(needed) +
+                                                     " positions but the model's context is " +
+                                                     std::to_string(model->context())));
+  }
+
+  const int vocab = model->config().vocab_size;
+  std::vector<int32_t> tokens(needed);
+  for (int i = 0; i < needed; ++i) tokens[i] = (i * 7919 + 13) % vocab;  // varied ids
+
+  const auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+  const auto run = [&](int start, int count, bool batched) -> StatusOr<double> {
+    auto t0 = Clock::now();
+    if (batched) {
+      KUIPER_ASSIGN_OR_RETURN(Tensor logits, model->forward(std::span(tokens).subspan(start, count), start));
+    } else {
+      for (int i = 0; i < count; ++i) {
+        KUIPER_ASSIGN_OR_RETURN(Tensor logits, model->forward(std::span(tokens).subspan(start + i, 1), start + i));
+      }
+    }
+    KUIPER_RETURN_IF_ERROR(synchronize(model->stream()));
+    return seconds(t0, Clock::now());
+  };
+
+  std::printf("model: %s\ndevice: %s, weights %s, kv cache %s\n", name.c_str(),
+              std::string(device_name(model->device())).c_str(),
+              std::string(dtype_name(model->weight_dtype())).c_str(),
+              std::string(dtype_name(model->kv_dtype())).c_str());
+  std::printf("weights read per token: %.1f MB\n", model->weight_bytes() / 1e6);
+  HostBandwidth host_bw;
+  if (model->device() == DeviceType::kCPU) {
+    host_bw = measure_host_bandwidth();
+    std::printf("host memory bandwidth: copy %.1f GB/s (read+write), read %.1f GB/s\n", host_bw.copy_gbs, host_bw.read_gbs);
+  }
+
+  // Warm up once (caches, thread pools, lazily created handles).
+  if (auto warm = run(0, std::min(prompt_tokens, 8), true); !warm.ok()) return cli::fail("llama_bench", warm.status());
+
+  std::vector<double> prefill;
+  for (int r = 0; r < repeats; ++r) {
+    auto t = run(0, prompt_tokens, true);
+    if (!t.ok()) return cli::fail("llama_bench", t.status());
+    prefill.push_back(*t);
+  }
+  std::printf("\n%-28s %12.1f tokens/s\n", ("prefill " + std::to_string(prompt_tokens) + " tokens").c_str(),
+              prompt_tokens / median(prefill));
+
+  const double kv_row_bytes = 2.0 * model->config().n_layers * model->config().kv_dim() * dtype_size(model->kv_dtype());
+  for (int fill : fill_levels) {
+    if (fill > 0) {
+      if (auto t = run(0, fill, true); !t.ok()) return cli::fail("llama_bench", t.status());
+    }
+    std::vector<double> times;
+    for (int r = 0; r < repeats; ++r) {
+      auto t = run(fill, decode_tokens, false);
+      if (!t.ok()) return cli::fail("llama_bench", t.status());
+      times.push_back(*t / decode_tokens);
+    }
+    const double per_token = median(times);
+    const double bytes = model->weight_bytes() + kv_row_bytes * (fill + decode_tokens / 2.0);
+    const double gbs = bytes / per_token / 1e9;
+    std::printf("%-28s %12.1f tokens/s  %8.1f GB/s", ("decode at context " + std::to_string(fill)).c_str(),
+                1.0 / per_token, gbs);
+    if (host_bw.read_gbs > 0) {
+      std::printf("  %5.1f%% of read bw, %5.1f%% of copy bw", 100 * gbs / host_bw.read_gbs, 100 * gbs / host_bw.copy_gbs);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,155 @@
+// End-to-end checks of the CPU model: the bundled stories260K against llama2.c's output,
+// batched prefill against token-by-token decoding, and awkward shapes (GQA, unshared classifier).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kuiper/generation/session.h"
+#include "kuiper/model/llama_model.h"
+#include "kuiper/model/random_checkpoint.h"
+#include "test/test_util.h"
+
+namespace kuiper {
+namespace {
+
+using test::relative_error;
+
+const std::string kStoriesModel = "models/stories260K/stories260K.bin";
+const std::string kStoriesTokenizer = "models/stories260K/tok512.model";
+
+std::vector<float> to_host(const Tensor& t) {
+  std::vector<float> v(t.numel());
+  CHECK(copy_bytes(v.data(), DeviceType::kCPU, t.raw_data(), t.device(), t.nbytes()).ok());
+  return v;
+}
+
+// Logits of every position computed one token at a time (the decode path).
+std::vector<std::vector<float>> sequential_logits(LlamaModel& model, const std::vector<int32_t>& ids) {
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto logits = model.forward(std::span(ids).subspan(i, 1), static_cast<int>(i));
+    CHECK(logits.ok()) << logits.status().to_string();
+    out.push_back(to_host(*logits));
+  }
+  return out;
+}
+
+TEST(LlamaModel, StoriesGreedyMatchesLlama2c) {
+  // Reference: llama2.c run.c, stories260K.bin + tok512, temperature 0, prompt "Once upon a
+  // time" (quoted in shared/README.md, produced by llama2.c, not by kuiper).
+  const std::string expected =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+      "One day, she saw a big, red ball. She wanted to play with it, but it was too high.";
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  Sampler sampler({});
+  Session session(*model, *tokenizer, sampler);
+  const std::string prompt = "Once upon a time";
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto ids, tokenizer->encode(prompt));
+  std::string text = prompt;
+  GenerationOptions options;
+  options.max_new_tokens = 200;
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto stats, session.generate(ids, options, [&](std::string_view piece) {
+    text += piece;
+    return true;
+  }));
+  EXPECT_GT(stats.generated_tokens, 40);
+  ASSERT_GE(text.size(), expected.size()) << text;
+  EXPECT_EQ(text.substr(0, expected.size()), expected);
+}
+
+TEST(LlamaModel, BatchedPrefillMatchesTokenByToken) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  ModelOptions options;
+  options.max_batch = 7;  // forces several chunks, the last one partial
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto batched, LlamaModel::create(ckpt, options));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto stepwise, LlamaModel::create(ckpt, {}));
+  std::vector<int32_t> ids = {1};
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % 512);
+
+  const auto reference = sequential_logits(*stepwise, ids);
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor last, batched->forward(ids, 0));
+  const auto last_host = to_host(last);
+  EXPECT_LT(relative_error(last_host.data(), reference.back().data(), last_host.size()), 1e-5);
+
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor all, batched->forward_all(ids, 0));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* row = all.data<float>() + i * all.dim(1);
+    EXPECT_LT(relative_error(row, reference[i].data(), reference[i].size()), 1e-5) << "position " << i;
+  }
+}
+
+TEST(LlamaModel, PrefillContinuesFromStartPosition) {
+  // A prompt split across two prefills (start position > 0) equals one prefill of the whole.
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 30; ++i) ids.push_back((i * 53 + 5) % 512);
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor whole, model->forward(ids, 0));
+  const auto expected = to_host(whole);
+  KUIPER_ASSERT_OK(model->forward(std::span(ids).first(17), 0).status());
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor split, model->forward(std::span(ids).subspan(17), 17));
+  const auto got = to_host(split);
+  EXPECT_LT(relative_error(got.data(), expected.data(), got.size()), 1e-5);
+}
+
+TEST(LlamaModel, GqaUnsharedClassifierRandomModel) {
+  LlamaConfig c;
+  c.dim = 96; c.hidden_dim = 200; c.n_layers = 3; c.n_heads = 8; c.n_kv_heads = 2;
+  c.vocab_size = 301; c.max_seq_len = 64; c.shared_classifier = false; c.rope_theta = 500000.f;
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, make_random_checkpoint(c, 7));
+  ModelOptions options;
+  options.max_batch = 5;
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto batched, LlamaModel::create(ckpt, options));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto stepwise, LlamaModel::create(ckpt, {}));
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 23; ++i) ids.push_back((i * 97 + 3) % c.vocab_size);
+  const auto reference = sequential_logits(*stepwise, ids);
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor all, batched->forward_all(ids, 0));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* row = all.data<float>() + i * c.vocab_size;
+    EXPECT_LT(relative_error(row, reference[i].data(), c.vocab_size), 1e-5) << "position " << i;
+    for (int v = 0; v < c.vocab_size; ++v) ASSERT_TRUE(std::isfinite(row[v]));
+  }
+}
+
+TEST(LlamaModel, RejectsPositionsOutsideTheContext) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  ModelOptions options;
+  options.context = 16;
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, options));
+  std::vector<int32_t> ids(17, 5);
+  auto too_long = model->forward(ids, 0);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.status().code(), StatusCode::kOutOfRange);
+  const int32_t one[1] = {5};
+  EXPECT_FALSE(model->forward(one, 16).ok());
+  EXPECT_TRUE(model->forward(one, 15).ok());
+  const int32_t bad_token[1] = {512};
+  EXPECT_FALSE(model->forward(bad_token, 0).ok());
+
+  options.context = 100000;
+  EXPECT_FALSE(LlamaModel::create(ckpt, options).ok());  // beyond max_seq_len 512
+}
+
+TEST(LlamaModel, HalfPrecisionWeightsStayClose) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto fp32, LlamaModel::create(ckpt, {}));
+  std::vector<int32_t> ids = {1, 403, 407, 261, 378, 54};
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor ref, fp32->forward(ids, 0));
+  const auto reference = to_host(ref);
+  for (DataType dtype : {DataType::kBF16, DataType::kFP16}) {
+    ModelOptions options;
+    options.weight_dtype = dtype;
+    KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, options));
+    KUIPER_ASSERT_OK_AND_ASSIGN(Tensor got, model->forward(ids, 0));
+    const auto host = to_host(got);
+    // bf16 keeps 8 mantissa bits, fp16 11: errors of a few 1e-3 and 1e-4 respectively.
+    const double tolerance = dtype == DataType::kBF16 ? 2e-2 : 3e-3;
+    EXPECT_LT(relative_error(host.data(), reference.data(), host.size()), tolerance) << dtype_name(dtype);
+  }
+}
+
+}  // namespace
+}  // namespace kuiper
