@@ -1,0 +1,234 @@
+// Kernel benchmark for the CUDA backend, on LLaMA-7B/8B shapes:
+//  - the ceiling: device-to-device copy bandwidth (bytes read + written) of a 1 GiB cudaMemcpy;
+//  - decode GEMV (bf16, fp16, fp32 weights) through the kernel table, with the weights rotated
+//    among copies that together exceed the L2 cache, and the GEMV's unroll depth for reference;
+//  - decode attention over a bf16 cache, prefill attention, and the prefill GEMM.
+// Every time is the median of several batches timed with CUDA events, after a warm-up.
+// Built by bench/cuda_device_run.sh on the GPU machine.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kuiper/base/device.h"
+#include "kuiper/op/kernel_table.h"
+#include "kuiper/op/kernels/cuda/gemv.cuh"
+
+namespace kuiper {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+void check(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.to_string().c_str());
+    std::exit(1);
+  }
+}
+
+// Uniform values in [-1, 1) from a hash of the index: random-looking, never all zeros.
+template <typename T>
+__global__ void fill_kernel(T* data, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
+    data[i] = op::cuda::from_float<T>(static_cast<float>(h) / 2147483648.f - 1.f);
+  }
+}
+
+Tensor random_gpu(DataType dtype, Shape shape, uint32_t seed) {
+  auto t = Tensor::empty(dtype, std::move(shape), *cuda_allocator().value());
+  check(t.status(), "allocate");
+  const int64_t n = t->numel();
+  switch (dtype) {
+    case DataType::kFP32: fill_kernel<<<4096, 256>>>(t->data<float>(), n, seed); break;
+    case DataType::kFP16: fill_kernel<<<4096, 256>>>(t->data<__half>(), n, seed); break;
+    case DataType::kBF16: fill_kernel<<<4096, 256>>>(t->data<__nv_bfloat16>(), n, seed); break;
+    default: std::exit(1);
+  }
+  check(cudaGetLastError(), "fill");
+  return std::move(t).value();
+}
+
+// Median over `reps` batches of the time of one call (ms); `call(i)` runs call number i.
+double median_ms(const std::function<void(int)>& call, int batch, int reps = 9) {
+  for (int i = 0; i < batch; ++i) call(i);  // warm-up
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<float> times;
+  for (int r = 0; r < reps; ++r) {
+    check(cudaEventRecord(start), "record");
+    for (int i = 0; i < batch; ++i) call(r * batch + i);
+    check(cudaEventRecord(stop), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    times.push_back(ms / batch);
+  }
+  check(cudaGetLastError(), "timed kernels");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+double copy_bandwidth_gbs() {
+  const size_t bytes = size_t{1} << 30;
+  Tensor src = random_gpu(DataType::kFP32, {static_cast<int64_t>(bytes / 4)}, 1);
+  Tensor dst = random_gpu(DataType::kFP32, {static_cast<int64_t>(bytes / 4)}, 2);
+  const double ms = median_ms([&](int) {
+    check(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), bytes, cudaMemcpyDeviceToDevice), "copy");
+  }, 5);
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+// Enough weight copies that rotating among them defeats the L2 cache (50-60 MB).
+int copies_for(size_t bytes) { return std::max<int>(2, static_cast<int>(240'000'000 / bytes) + 1); }
+
+struct Row {
+  std::string what;
+  double us, gbs, pct;
+};
+
+template <typename T, int kUnroll>
+double gemv_unroll_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+  const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
+  const unsigned blocks = (rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps;
+  return 1e3 * median_ms([&](int i) {
+    op::cuda::gemv_kernel<T, true, kUnroll><<<blocks, op::cuda::kGemvWarps * 32>>>(
+        ws[i % ws.size()].values.template data<T>(), x.data<float>(), y.data<float>(), rows, cols);
+  }, 60);
+}
+
+}  // namespace
+}  // namespace kuiper
+
+int main() {
+  using namespace kuiper;
+  if (!cuda_available()) {
+    std::printf("no GPU: %s\n", cuda_unavailable_reason().c_str());
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "properties");
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20);
+  const op::KernelTable& table = op::kernel_table(DeviceType::kCUDA);
+  const double copy_gbs = copy_bandwidth_gbs();
+  std::vector<Row> rows;
+  rows.push_back({"d2d copy 1 GiB (read+write)", 0, copy_gbs, 100});
+
+  // Decode GEMV through the table.
+  struct Shape2 { int64_t rows, cols; DataType dtype; };
+  const Shape2 shapes[] = {{4096, 4096, DataType::kBF16},  {11008, 4096, DataType::kBF16},
+                           {4096, 11008, DataType::kBF16}, {32000, 4096, DataType::kBF16},
+                           {14336, 4096, DataType::kBF16}, {4096, 4096, DataType::kFP16},
+                           {4096, 4096, DataType::kFP32}};
+  for (const Shape2& s : shapes) {
+    const size_t bytes = static_cast<size_t>(s.rows * s.cols) * dtype_size(s.dtype);
+    std::vector<op::Weight> ws;
+    for (int c = 0; c < copies_for(bytes); ++c) {
+      ws.push_back({random_gpu(s.dtype, {s.rows, s.cols}, 100 + c), {}, 0});
+    }
+    const Tensor x = random_gpu(DataType::kFP32, {1, s.cols}, 7);
+    Tensor y = random_gpu(DataType::kFP32, {1, s.rows}, 8);
+    const auto matmul = table.matmul[static_cast<int>(s.dtype)];
+    const double us = 1e3 * median_ms([&](int i) {
+      check(matmul(x, ws[i % ws.size()], y, nullptr), "matmul");
+    }, 60);
+    const double moved = bytes + 4.0 * (s.rows + s.cols);
+    const std::string name = "gemv " + std::string(dtype_name(s.dtype)) + " " +
+                             std::to_string(s.rows) + "x" + std::to_string(s.cols);
+    rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
+    if (s.dtype == DataType::kBF16 && s.cols == 4096) {
+      for (auto [label, t] : {std::pair{"  unroll 4", gemv_unroll_us<__nv_bfloat16, 4>(ws, x, y)},
+                              std::pair{"  unroll 8", gemv_unroll_us<__nv_bfloat16, 8>(ws, x, y)},
+                              std::pair{"  unroll 16", gemv_unroll_us<__nv_bfloat16, 16>(ws, x, y)}}) {
+        rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
+      }
+    }
+  }
+
+  // Decode attention over a bf16 cache of 4096 rows, LLaMA-2-7B (32/32) and LLaMA-3-8B (32/8)
+  // heads; three caches rotated. Bytes: K and V rows up to the length.
+  for (int kv_heads : {32, 8}) {
+    for (int length : {1024, 4096}) {
+      const int64_t context = 4096, kv_dim = int64_t{kv_heads} * 128;
+      const op::AttentionShape shape{32, kv_heads, 128};
+      std::vector<Tensor> ks, vs;
+      for (int c = 0; c < 3; ++c) {
+        ks.push_back(random_gpu(DataType::kBF16, {context, kv_dim}, 200 + c));
+        vs.push_back(random_gpu(DataType::kBF16, {context, kv_dim}, 300 + c));
+      }
+      const Tensor q = random_gpu(DataType::kFP32, {1, 32 * 128}, 9);
+      Tensor out = random_gpu(DataType::kFP32, {1, 32 * 128}, 10);
+      Tensor pos = Tensor::empty(DataType::kINT32, {1}, *cuda_allocator().value()).value();
+      const int32_t last = length - 1;
+      check(copy_bytes(pos.raw_data(), DeviceType::kCUDA, &last, DeviceType::kCPU, 4), "pos");
+      const auto attention = table.attention[static_cast<int>(DataType::kBF16)];
+      const double us = 1e3 * median_ms([&](int i) {
+        check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, nullptr), "attention");
+      }, 50);
+      const double moved = 2.0 * length * kv_dim * 2;
+      rows.push_back({"attn decode bf16 kv" + std::to_string(kv_heads) + " len " +
+                          std::to_string(length) + " (cap 4096)",
+                      us, moved / (us * 1e-6) / 1e9, 0});
+    }
+  }
+
+  for (Row& r : rows) if (r.pct == 0) r.pct = 100.0 * r.gbs / copy_gbs;
+
+  // Prefill: GEMM (TFLOP/s in the GB/s column) and attention over a 512-row chunk.
+  std::vector<std::pair<std::string, std::pair<double, double>>> prefill;
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}}) {
+    const int64_t tokens = 512;
+    op::Weight w{random_gpu(DataType::kBF16, {r, c}, 11), {}, 0};
+    const Tensor x = random_gpu(DataType::kFP32, {tokens, c}, 12);
+    Tensor y = random_gpu(DataType::kFP32, {tokens, r}, 13);
+    const double us = 1e3 * median_ms([&](int) {
+      check(table.matmul[static_cast<int>(DataType::kBF16)](x, w, y, nullptr), "gemm");
+    }, 20);
+    prefill.push_back({"gemm bf16 T=512 " + std::to_string(r) + "x" + std::to_string(c),
+                       {us, 2.0 * tokens * r * c / (us * 1e-6) / 1e12}});
+  }
+  {
+    const int64_t tokens = 512, context = 4096;
+    const op::AttentionShape shape{32, 8, 128};
+    const Tensor k = random_gpu(DataType::kBF16, {context, 8 * 128}, 14);
+    const Tensor v = random_gpu(DataType::kBF16, {context, 8 * 128}, 15);
+    const Tensor q = random_gpu(DataType::kFP32, {tokens, 32 * 128}, 16);
+    Tensor out = random_gpu(DataType::kFP32, {tokens, 32 * 128}, 17);
+    std::vector<int32_t> host_pos(tokens);
+    for (int i = 0; i < tokens; ++i) host_pos[i] = i;
+    Tensor pos = Tensor::empty(DataType::kINT32, {tokens}, *cuda_allocator().value()).value();
+    check(copy_bytes(pos.raw_data(), DeviceType::kCUDA, host_pos.data(), DeviceType::kCPU,
+                     tokens * 4), "pos");
+    const double us = 1e3 * median_ms([&](int) {
+      check(table.attention[static_cast<int>(DataType::kBF16)](q, k, v, pos, shape, out, nullptr),
+            "prefill attention");
+    }, 10);
+    // Causal: each of 32 heads does 2 * 128 multiply-adds per (query, key) pair, twice (QK, PV).
+    const double flops = 32.0 * (tokens * (tokens + 1) / 2) * 128 * 4;
+    prefill.push_back({"attn prefill bf16 T=512 32/8 heads", {us, flops / (us * 1e-6) / 1e12}});
+  }
+
+  std::printf("\n%-44s %10s %10s %8s\n", "decode kernel", "us", "GB/s", "% copy");
+  for (const Row& r : rows) {
+    std::printf("%-44s %10.2f %10.0f %7.1f%%\n", r.what.c_str(), r.us, r.gbs, r.pct);
+  }
+  std::printf("\n%-44s %10s %10s\n", "prefill kernel", "us", "TFLOP/s");
+  for (const auto& [name, v] : prefill) {
+    std::printf("%-44s %10.1f %10.1f\n", name.c_str(), v.first, v.second);
+  }
+  return 0;
+}
