@@ -24,11 +24,11 @@ nvcc -O3 -std=c++20 -arch=sm_90 --expt-relaxed-constexpr -I. -DKUIPER_WITH_CUDA=
   -lcublas -lcublasLt -lglog -lgflags -lopenblas -Xcompiler -fopenmp 2>&1 | grep -v warning | head -20
 
 echo "== compute-sanitizer memcheck"
-timeout 240 compute-sanitizer --tool memcheck --leak-check no ./build-gpu/test/test_cuda_kernels \
+timeout 180 compute-sanitizer --tool memcheck --leak-check no ./build-gpu/test/test_cuda_kernels \
   --gtest_brief=1 > "$out/memcheck.txt" 2>&1; echo "memcheck exit $?"
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.txt" | head
 echo "== compute-sanitizer racecheck (attention, reductions)"
-timeout 120 compute-sanitizer --tool racecheck ./build-gpu/test/test_cuda_kernels --gtest_brief=1 \
+timeout 90 compute-sanitizer --tool racecheck ./build-gpu/test/test_cuda_kernels --gtest_brief=1 \
   --gtest_filter='*OddHeadDim*:*Prefill*:*Argmax*:*RmsNorm*' > "$out/racecheck.txt" 2>&1; echo "racecheck exit $?"
 grep -E "ERROR SUMMARY|RACE|PASSED|FAILED" "$out/racecheck.txt" | head
 
