@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Checks kuiper's tokenizers id for id against the reference implementations.
+
+For every case of test/data/tokenizer_corpus.txt (plus a few generated long cases) it encodes
+with the reference library and with the built kuiper_tokenize program (in --batch mode), in
+several option combinations, and checks that kuiper decodes the reference ids back to the
+reference text. References:
+
+  llama3       models/tokenizers/llama3/tokenizer.model   tiktoken.Encoding (ranks + the LLaMA 3
+                                                           pattern + Meta's 256 special tokens)
+  llama3-hf    a tokenizer.json generated here from the   the same tiktoken.Encoding (and, when
+               same ranks (both merge spellings)           the `tokenizers` package is
+                                                           installed, HF's own library on it)
+  llama2       models/tokenizers/llama2/tokenizer.model   sentencepiece
+  tok512       models/stories260K/tok512.model            sentencepiece
+  llama2c-bin  tok512.bin, and llama2's tokenizer.bin     sentencepiece on the matching .model,
+               when /work/shared has it                    on the cases where the two algorithms
+                                                           agree by design (see below)
+
+Exits non-zero on the first mismatch of any check, printing the case. Nothing here is a
+golden file: every expected id comes from a reference library at run time.
+
+Usage: tokenizer_reference.py --tool build/demo/kuiper_tokenize [--source-dir .] [--work-dir D]
+"""
+import argparse
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import sentencepiece
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def llama3_special_tokens():
+    """Meta's Llama 3.1 tokenizer.py naming of ids 128000..128255."""
+    names = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+             "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>",
+             "<|reserved_special_token_2|>", "<|start_header_id|>", "<|end_header_id|>",
+             "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"]
+    names += [f"<|reserved_special_token_{n}|>" for n in range(3, 3 + 256 - len(names))]
+    assert len(names) == 256
+    return names
+
+
+def load_corpus(path):
+    cases = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            cases.append(json.loads(line))
+    return cases
+
+
+def long_cases():
+    """Inputs long enough to stress regex backtracking and merge loops."""
+    return [" " * 5000, " " * 5000 + "x", "\n" * 2000 + "end", "a" * 20000, "ab" * 8000,
+            "1234567890" * 500, "😀" * 1000, "的" * 3000, ("word " * 2000).strip(),
+            "\t" * 3000 + " " * 3000 + "\r\n" * 1000]
+
+
+class Tool:
+    def __init__(self, path):
+        self.path = path
+
+    def _run(self, tokenizer, lines, flags):
+        stdin = "".join(line + "\n" for line in lines)
+        result = subprocess.run([self.path, "-t", tokenizer, "--batch", *flags], input=stdin.encode(),
+                                capture_output=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{self.path} -t {tokenizer} {' '.join(flags)} failed: "
+                               f"{result.stderr.decode(errors='replace').strip()}")
+        out = result.stdout.decode().split("\n")
+        assert out[-1] == "" and len(out) == len(lines) + 1, "kuiper_tokenize answered wrong line count"
+        return out[:-1]
+
+    def encode(self, tokenizer, texts, bos, allow_special):
+        flags = (["--bos"] if bos else []) + (["--allow-special"] if allow_special else [])
+        lines = self._run(tokenizer, [t.encode("utf-8").hex() for t in texts], flags)
+        return [[int(x) for x in line.split()] for line in lines]
+
+    def decode(self, tokenizer, id_lists):
+        lines = self._run(tokenizer, [" ".join(map(str, ids)) for ids in id_lists], ["--decode"])
+        return [bytes.fromhex(line) for line in lines]
+
+
+class Report:
+    def __init__(self):
+        self.failed = False
+        self.lines = []
+
+    def check(self, name, texts, expected, actual, what="ids"):
+        for text, want, got in zip(texts, expected, actual):
+            if want != got:
+                shown = text if len(text) < 300 else text[:300] + f"... ({len(text)} chars)"
+                print(f"MISMATCH [{name}] {what} for {json.dumps(shown, ensure_ascii=False)}")
+                print(f"  reference: {str(want)[:600]}")
+                print(f"  kuiper:    {str(got)[:600]}")
+                self.failed = True
+                return False
+        self.lines.append(f"{name}: {len(texts)}/{len(texts)} cases match ({what})")
+        return True
+
+
+def split_on_specials(text, specials):
+    """Ordinary text and special-token strings, leftmost-longest first (kuiper's rule)."""
+    if not specials:
+        return [text]
+    pattern = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
+    return [part for part in re.split(f"({pattern})", text) if part]
+
+
+def check_tiktoken(tool, report, name, tokenizer, encoding, texts, special_ids):
+    for bos, allow in [(False, False), (True, False), (True, True)]:
+        expected = []
+        for text in texts:
+            ids = encoding.encode(text, allowed_special="all" if allow else set(), disallowed_special=())
+            expected.append(([128000] if bos else []) + ids)
+        actual = tool.encode(tokenizer, texts, bos, allow)
+        if not report.check(f"{name} bos={int(bos)} allow_special={int(allow)}", texts, expected, actual):
+            return
+        decoded = tool.decode(tokenizer, expected)
+        want = [encoding.decode_bytes(ids) for ids in expected]
+        if not report.check(f"{name} decode bos={int(bos)} allow_special={int(allow)}", texts, want,
+                            decoded, "decoded bytes"):
+            return
+    # decode(encode(x)) == x, without special tokens (their text comes back as themselves too).
+    plain = [encoding.encode(t, allowed_special=set(), disallowed_special=()) for t in texts]
+    report.check(f"{name} round trip", texts, [t.encode() for t in texts], tool.decode(tokenizer, plain),
+                 "decode(encode(x))")
+
+
+def sentencepiece_reference(sp, text, bos, allow, specials):
+    ids = [sp.bos_id()] if bos else []
+    for part in (split_on_specials(text, specials) if allow else [text]):
+        if allow and part in specials:
+            ids.append(sp.piece_to_id(part))
+        else:
+            ids += sp.encode(part)
+    return ids
+
+
+def sentencepiece_decode_per_sequence(sp, ids):
+    """SentencePiece's decode of each stretch that starts at <s>, concatenated.
+
+    kuiper drops the dummy-prefix space of the first piece after every <s> (token_bytes sees
+    only the previous token), where DecodeIds of a whole sequence drops it only at the very
+    start. The two agree whenever <s> appears only first, which is what encode() produces
+    without allow_special; with <s> inside the text, kuiper treats it as a new sequence.
+    """
+    cuts = [i for i, id in enumerate(ids) if id == sp.bos_id() and i > 0]
+    pieces = [ids[a:b] for a, b in zip([0] + cuts, cuts + [len(ids)])]
+    return b"".join(sp.decode(piece).encode() for piece in pieces)
+
+
+def check_sentencepiece(tool, report, name, tokenizer, sp, texts):
+    specials = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if sp.is_control(i) or sp.is_unknown(i)]
+    for bos, allow in [(False, False), (True, False), (True, True)]:
+        expected = [sentencepiece_reference(sp, t, bos, allow, specials) for t in texts]
+        actual = tool.encode(tokenizer, texts, bos, allow)
+        if not report.check(f"{name} bos={int(bos)} allow_special={int(allow)}", texts, expected, actual):
+            return
+        decoded = tool.decode(tokenizer, expected)
+        want = [sentencepiece_decode_per_sequence(sp, ids) for ids in expected]
+        if not report.check(f"{name} decode bos={int(bos)} allow_special={int(allow)}", texts, want,
+                            decoded, "decoded bytes"):
+            return
+    # Round trip where SentencePiece itself round-trips (tok512 folds runs of whitespace).
+    kept = [t for t in texts if sp.decode(sp.encode(t)) == t]
+    ids = [sp.encode(t) for t in kept]
+    report.check(f"{name} round trip ({len(texts) - len(kept)} cases sentencepiece itself folds)", kept,
+                 [t.encode() for t in kept], tool.decode(tokenizer, ids), "decode(encode(x))")
+
+
+def llama2c_agrees_by_design(sp, text):
+    """The cases where llama2.c's encode() and SentencePiece must give the same ids.
+
+    llama2.c has no normalizer: it encodes the raw text. SentencePiece first normalizes it, and
+    tok512's model has remove_extra_whitespaces, which drops leading and trailing whitespace and
+    folds runs of spaces into one (llama2's model has no such rule). On text that SentencePiece
+    normalizes, the two therefore differ by design; those cases are skipped and counted. Text
+    that survives normalization unchanged must match exactly (llama2: every corpus case,
+    including runs of whitespace and "<s>" written as text).
+    """
+    return sp.decode(sp.encode(text)) == text
+
+
+def check_llama2c(tool, report, name, bin_path, sp, texts):
+    kept = [t for t in texts if llama2c_agrees_by_design(sp, t)]
+    skipped = len(texts) - len(kept)
+    for bos in [False, True]:
+        expected = [([1] if bos else []) + sp.encode(t) for t in kept]
+        actual = tool.encode(bin_path, kept, bos, False)
+        if not report.check(f"{name} vs sentencepiece bos={int(bos)} ({skipped} cases skipped by design)",
+                            kept, expected, actual):
+            return
+    ids = [[1] + sp.encode(t) for t in kept]
+    report.check(f"{name} decode", kept, [sp.decode(i).encode() for i in ids], tool.decode(bin_path, ids),
+                 "decoded bytes")
+
+
+def write_hf_tokenizer_json(ranks, special_names, path, merges_as_pairs):
+    """A byte-level BPE tokenizer.json equivalent to the tiktoken ranks, as HF's converters make.
+
+    A merge is every split of a token into two tokens; merges are ordered by the rank of the
+    token they make (then by the ranks of the halves), so that "lowest merge first" picks what
+    tiktoken's "lowest merged rank first" picks.
+    """
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) +
+                 list(range(0xAE, 0xFF + 1)))
+    alphabet, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            alphabet[b] = chr(b)
+        else:
+            alphabet[b] = chr(256 + extra)
+            extra += 1
+
+    def spell(token):
+        return "".join(alphabet[b] for b in token)
+
+    merges = []
+    for token, rank in ranks.items():
+        splits = [(ranks[token[:i]], ranks[token[i:]], token[:i], token[i:])
+                  for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        for left_rank, right_rank, left, right in sorted(splits):
+            merges.append((rank, left_rank, right_rank, left, right))
+    merges.sort()
+    base = len(ranks)
+    spelled_merges = [[spell(l), spell(r)] if merges_as_pairs else f"{spell(l)} {spell(r)}"
+                      for _, _, _, l, r in merges]
+    doc = {
+        "version": "1.0",
+        "added_tokens": [{"id": base + i, "content": s, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i, s in enumerate(special_names)],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": LLAMA3_PATTERN}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                                    {"Sequence": {"id": "A", "type_id": 0}},
+                                    {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 1}},
+                                    {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>",
+                                                                    "ids": [base], "tokens": ["<|begin_of_text|>"]}}},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": True,
+                  "vocab": {spell(token): rank for token, rank in ranks.items()},
+                  "merges": spelled_merges},
+    }
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False)
+
+
+def check_hf_library(report, json_path, encoding, texts):
+    """HF's own library on the generated file, so that the file is known to mean what we think."""
+    try:
+        import tokenizers
+    except ImportError:
+        report.lines.append("llama3-hf: `tokenizers` not installed, generated file not cross-checked")
+        return
+    hf = tokenizers.Tokenizer.from_file(json_path)
+    expected = [encoding.encode(t, allowed_special="all") for t in texts]
+    actual = [hf.encode(t, add_special_tokens=False).ids for t in texts]
+    report.check("llama3-hf generated file: HF tokenizers library vs tiktoken", texts, expected, actual)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tool", required=True, help="the built kuiper_tokenize program")
+    parser.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    parser.add_argument("--work-dir", help="where to write generated tokenizer.json files (default: a temp dir)")
+    parser.add_argument("--shared-dir", default="/work/shared/assets",
+                        help="optional extra tokenizers (llama2 tokenizer.bin), skipped when absent")
+    args = parser.parse_args()
+    src = os.path.abspath(args.source_dir)
+    corpus = load_corpus(os.path.join(src, "test/data/tokenizer_corpus.txt"))
+    texts = corpus + long_cases()
+    tool = Tool(args.tool)
+    report = Report()
+
+    llama3 = os.path.join(src, "models/tokenizers/llama3/tokenizer.model")
+    ranks = load_tiktoken_bpe(llama3)
+    specials = llama3_special_tokens()
+    encoding = tiktoken.Encoding(name="llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks,
+                                 special_tokens={s: len(ranks) + i for i, s in enumerate(specials)})
+    check_tiktoken(tool, report, "llama3 (tiktoken)", llama3, encoding, texts, specials)
+
+    with tempfile.TemporaryDirectory() as temp:
+        work = args.work_dir or temp
+        for as_pairs in [False, True]:
+            json_path = os.path.join(work, f"llama3-hf-{'pairs' if as_pairs else 'strings'}", "tokenizer.json")
+            write_hf_tokenizer_json(ranks, specials, json_path, as_pairs)
+            label = f"llama3-hf (tokenizer.json, merges as {'pairs' if as_pairs else 'strings'})"
+            check_tiktoken(tool, report, label, json_path, encoding, texts, specials)
+            if not as_pairs:
+                check_hf_library(report, json_path, encoding, texts)
+
+    for name, model in [("llama2 (sentencepiece)", "models/tokenizers/llama2/tokenizer.model"),
+                        ("tok512 (sentencepiece)", "models/stories260K/tok512.model")]:
+        path = os.path.join(src, model)
+        check_sentencepiece(tool, report, name, path, sentencepiece.SentencePieceProcessor(model_file=path), texts)
+
+    bins = [("tok512.bin (llama2.c)", os.path.join(src, "models/stories260K/tok512.bin"),
+             os.path.join(src, "models/stories260K/tok512.model")),
+            ("llama2 tokenizer.bin (llama2.c)", os.path.join(args.shared_dir, "llama2/tokenizer.bin"),
+             os.path.join(src, "models/tokenizers/llama2/tokenizer.model"))]
+    for name, bin_path, model in bins:
+        if not os.path.exists(bin_path):
+            report.lines.append(f"{name}: {bin_path} not present, skipped")
+            continue
+        check_llama2c(tool, report, name, bin_path, sentencepiece.SentencePieceProcessor(model_file=model), texts)
+
+    print("\n".join(report.lines))
+    if report.failed:
+        print("FAILED: kuiper differs from a reference (first difference shown above)")
+        return 1
+    print(f"OK: {len(corpus)} corpus cases + {len(texts) - len(corpus)} long cases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
