@@ -39,14 +39,14 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
   app.add_option("--dtype", flags.dtype, "weight dtype: fp32, fp16, bf16 (default: fp32 on cpu, bf16 on cuda)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
   app.add_option("-c,--context", flags.context, "context length in tokens (default: the model's maximum)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 24));
   if (!sampling) return;
   app.add_option("--temp", flags.sampler.temperature, "sampling temperature, 0 = greedy")
       ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-p", flags.sampler.top_p, "nucleus sampling mass in (0, 1]")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--top-k", flags.sampler.top_k, "keep only the k most likely tokens, 0 = off")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 24));
   app.add_option("--seed", flags.seed, "random seed (default: from the clock)");
 }
 
@@ -60,6 +60,7 @@ StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
   KUIPER_RETURN_IF_ERROR(validate(flags.sampler));
   LoadedModel loaded;
   loaded.model_path = flags.model.empty() ? default_model_path() : flags.model;
+  if (!fs::exists(loaded.model_path)) return not_found(loaded.model_path + ": no such file or directory");
   if (flags.tokenizer.empty()) {
     KUIPER_ASSIGN_OR_RETURN(loaded.tokenizer_path, find_tokenizer(loaded.model_path));
   } else {

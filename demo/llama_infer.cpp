@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   int steps = 256;
   cli::add_model_flags(app, flags);
   app.add_option("-p,--prompt", prompt, "text to continue");
-  app.add_option("-n,--steps", steps, "maximum number of tokens to generate")->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--steps", steps, "maximum number of tokens to generate")->check(CLI::Range(0, 1 << 24));
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
   auto loaded = cli::load_model(flags);
