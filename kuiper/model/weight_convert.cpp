@@ -1,6 +1,7 @@
 #include "kuiper/model/weight_convert.h"
 
 #include "kuiper/base/half.h"
+#include "kuiper/model/int8_quantize.h"
 
 namespace kuiper {
 namespace {
@@ -40,16 +41,31 @@ StatusOr<Tensor> convert_on_host(const Tensor& src, DataType dtype) {
   return out;
 }
 
+// `weight` (host or device) as a host weight of another dtype: float <-> float, float -> int8
+// (groups of kDefaultInt8GroupSize) and int8 -> float.
+StatusOr<op::Weight> change_dtype(const op::Weight& weight, DataType dtype) {
+  if (dtype == DataType::kINT8 && is_float(weight.dtype())) {
+    return quantize_int8(weight.values, kDefaultInt8GroupSize);
+  }
+  const bool from_int8 = weight.is_quantized() && is_float(dtype);
+  if (!from_int8 && (!is_float(weight.dtype()) || !is_float(dtype))) {
+    return unsupported("cannot convert " + weight.values.describe() + " weights to " +
+                       std::string(dtype_name(dtype)));
+  }
+  Tensor source = weight.values;
+  if (from_int8) {
+    KUIPER_ASSIGN_OR_RETURN(source, dequantize_int8(weight));
+  }
+  KUIPER_ASSIGN_OR_RETURN(Tensor values, convert_on_host(source, dtype));
+  return op::Weight{std::move(values), Tensor(), 0};
+}
+
 }  // namespace
 
 StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Allocator& allocator) {
   op::Weight out = weight;
   if (weight.dtype() != dtype) {
-    if (!is_float(weight.dtype()) || !is_float(dtype)) {
-      return unsupported("cannot convert " + weight.values.describe() + " weights to " +
-                         std::string(dtype_name(dtype)));
-    }
-    KUIPER_ASSIGN_OR_RETURN(out.values, convert_on_host(weight.values, dtype));
+    KUIPER_ASSIGN_OR_RETURN(out, change_dtype(weight, dtype));
   }
   if (out.values.device() != allocator.device()) {
     KUIPER_ASSIGN_OR_RETURN(out.values, out.values.to(allocator));

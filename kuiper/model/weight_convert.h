@@ -7,7 +7,8 @@
 
 namespace kuiper {
 
-// A weight in `dtype` on the allocator's device. Float dtypes convert with round-to-nearest.
+// A weight in `dtype` on the allocator's device. Float dtypes convert with round-to-nearest;
+// int8 quantizes in groups of kDefaultInt8GroupSize (int8_quantize.h) and dequantizes back.
 StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Allocator& allocator);
 
 // An fp32 vector (norm weights) on the allocator's device; zero-copy on the CPU.

@@ -1,5 +1,6 @@
 // The CPU kernel table: every CPU kernel is named here and nowhere else.
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
+#include "kuiper/op/kernels/cpu/int8_cpu_kernels.h"
 
 namespace kuiper::op {
 namespace {
@@ -10,9 +11,11 @@ KernelTable make_cpu_table() {
   t.embedding[at(DataType::kFP32)] = cpu::embedding_fp32;
   t.embedding[at(DataType::kFP16)] = cpu::embedding_half;
   t.embedding[at(DataType::kBF16)] = cpu::embedding_half;
+  t.embedding[at(DataType::kINT8)] = cpu::embedding_int8;
   t.matmul[at(DataType::kFP32)] = cpu::matmul_fp32;
   t.matmul[at(DataType::kFP16)] = cpu::matmul_half;
   t.matmul[at(DataType::kBF16)] = cpu::matmul_half;
+  t.matmul[at(DataType::kINT8)] = cpu::matmul_int8;
   t.rmsnorm = cpu::rmsnorm;
   t.rope = cpu::rope;
   t.kv_store[at(DataType::kFP32)] = cpu::kv_store_fp32;
