@@ -60,16 +60,17 @@ Tensor random_gpu(DataType dtype, Shape shape, uint32_t seed) {
 }
 
 // Median over `reps` batches of the time of one call (ms); `call(i)` runs call number i.
-double median_ms(const std::function<void(int)>& call, int batch, int reps = 9) {
+double median_ms(const std::function<void(int)>& call, int batch, int reps = 9,
+                 cudaStream_t stream = nullptr) {
   for (int i = 0; i < batch; ++i) call(i);  // warm-up
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "event");
   check(cudaEventCreate(&stop), "event");
   std::vector<float> times;
   for (int r = 0; r < reps; ++r) {
-    check(cudaEventRecord(start), "record");
+    check(cudaEventRecord(start, stream), "record");
     for (int i = 0; i < batch; ++i) call(r * batch + i);
-    check(cudaEventRecord(stop), "record");
+    check(cudaEventRecord(stop, stream), "record");
     check(cudaEventSynchronize(stop), "sync");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
@@ -80,6 +81,27 @@ double median_ms(const std::function<void(int)>& call, int batch, int reps = 9) 
   cudaEventDestroy(stop);
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// Time of one call when `calls` calls are captured in a CUDA graph and replayed: what a
+// captured decode step sees, without per-launch CPU overhead.
+double graph_median_us(const std::function<void(int, cudaStream_t)>& call, int calls) {
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  call(0, stream);  // first use outside the capture (one-time setup)
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
+  for (int i = 0; i < calls; ++i) call(i, stream);
+  check(cudaStreamEndCapture(stream, &graph), "end capture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  const double ms =
+      median_ms([&](int) { check(cudaGraphLaunch(exec, stream), "replay"); }, 1, 9, stream);
+  check(cudaStreamSynchronize(stream), "sync");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return 1e3 * ms / calls;
 }
 
 double copy_bandwidth_gbs() {
@@ -103,9 +125,12 @@ struct Row {
 template <typename T, int kUnroll>
 double gemv_unroll_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
   const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
-  const unsigned blocks = (rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps;
+  const auto resident = op::cuda::gemv_stream_blocks<T, kUnroll>();
+  check(resident.status(), "occupancy");
+  const unsigned blocks = std::min<unsigned>((rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps,
+                                             resident.value());
   return 1e3 * median_ms([&](int i) {
-    op::cuda::gemv_kernel<T, true, kUnroll><<<blocks, op::cuda::kGemvWarps * 32>>>(
+    op::cuda::gemv_stream_kernel<T, kUnroll><<<blocks, op::cuda::kGemvWarps * 32>>>(
         ws[i % ws.size()].values.template data<T>(), x.data<float>(), y.data<float>(), rows, cols);
   }, 60);
 }
@@ -150,6 +175,12 @@ int main() {
     const std::string name = "gemv " + std::string(dtype_name(s.dtype)) + " " +
                              std::to_string(s.rows) + "x" + std::to_string(s.cols);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
+    if (s.dtype == DataType::kBF16) {
+      const double graph_us = graph_median_us([&](int i, cudaStream_t st) {
+        check(matmul(x, ws[i % ws.size()], y, st), "matmul in graph");
+      }, 60);
+      rows.push_back({name + " graph", graph_us, moved / (graph_us * 1e-6) / 1e9, 0});
+    }
     if (s.dtype == DataType::kBF16 && s.cols == 4096) {
       for (auto [label, t] : {std::pair{"  unroll 4", gemv_unroll_us<__nv_bfloat16, 4>(ws, x, y)},
                               std::pair{"  unroll 8", gemv_unroll_us<__nv_bfloat16, 8>(ws, x, y)},

@@ -37,8 +37,15 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.context = context;
   p.kv_dim = k_cache.dim(-1);
   p.scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
+  p.tile_rows = static_cast<int>(std::min<size_t>(
+      kMaxTileRows, kTileBytes / (static_cast<size_t>(shape.head_dim) * sizeof(T))));
+  const size_t row_bytes = shape.head_dim * sizeof(T);
+  p.wide_copies = row_bytes % 16 == 0 && (p.kv_dim * sizeof(T)) % 16 == 0 &&
+                  reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
+                  reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0;
   if (tokens == 1) {
-    p.span = static_cast<int>(std::max<int64_t>(kMinSplitRows, (context + kMaxSplits - 1) / kMaxSplits));
+    const int64_t rows = std::max<int64_t>(kMinSplitRows, (context + kMaxSplits - 1) / kMaxSplits);
+    p.span = static_cast<int>((rows + p.tile_rows - 1) / p.tile_rows * p.tile_rows);
     p.splits = static_cast<int>((context + p.span - 1) / p.span);
   } else {
     p.span = static_cast<int>(std::min<int64_t>(context, INT32_MAX));
@@ -53,7 +60,8 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   }
   const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * p.blocks_per_kv_head),
                   static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));
-  attention_kernel<T><<<grid, kAttentionThreads, 0, stream>>>(p);
+  const size_t tiles_bytes = 2 * static_cast<size_t>(p.tile_rows) * row_bytes;
+  attention_kernel<T><<<grid, kAttentionThreads, tiles_bytes, stream>>>(p);
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention");
   if (p.splits > 1) {
     const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));

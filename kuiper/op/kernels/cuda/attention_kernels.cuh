@@ -1,16 +1,20 @@
 // Device code for causal grouped-query attention over a KV cache (fp32, fp16 or bf16).
 //
 // One block serves up to kMaxGroup query heads that share one KV head, so each cache row is
-// read once for the whole group. The block walks its range of cache rows in chunks of kChunk:
-// scores for the chunk go to shared memory (one warp per row, pairs of elements per lane),
-// the softmax runs online (running max and sum per head, earlier sums rescaled), and the
-// weighted values accumulate in registers (each thread owns one pair of output dimensions for
-// every head in the group, over a strided subset of the rows).
+// read once for the whole group. The block walks its range of cache rows in tiles: a tile of K
+// and of V is copied into shared memory with asynchronous copies issued all at once (the whole
+// tile is in flight in one memory round trip, V arriving while the scores are computed), the
+// scores go to shared memory (one warp per row), the softmax runs online (running max and sum
+// per head, earlier sums rescaled), and the weighted values accumulate in registers (each
+// thread owns one pair of output dimensions for every head of the group, over a strided subset
+// of the tile's rows).
 //
 // Decode splits the cache into ranges, one block each, writing unnormalised partial results
 // that attention_combine_kernel merges (flash-decoding); prefill gives each query row one block
 // covering all of its rows, which normalises and writes the output directly.
 #pragma once
+
+#include <cuda_pipeline.h>
 
 #include <cstdint>
 
@@ -20,10 +24,10 @@ namespace kuiper::op::cuda {
 
 inline constexpr int kAttentionThreads = 128;
 inline constexpr int kAttentionWarps = kAttentionThreads / 32;
-inline constexpr int kMaxGroup = 8;        // query heads per block
-inline constexpr int kMaxHeadDim = 256;    // 2 * kAttentionThreads: one pair per thread
-inline constexpr int kChunk = 128;         // cache rows per pass through shared memory
-inline constexpr int kRowsPerWarpPass = 4; // cache rows a warp loads before reducing
+inline constexpr int kMaxGroup = 8;          // query heads per block
+inline constexpr int kMaxHeadDim = 256;      // 2 * kAttentionThreads: one pair per thread
+inline constexpr int kMaxTileRows = 64;      // cache rows per shared-memory tile
+inline constexpr int kTileBytes = 16 << 10;  // per tile of K (and of V)
 
 template <typename T>
 struct AttentionParams {
@@ -36,10 +40,33 @@ struct AttentionParams {
   float* partial_max_sum;     // [T, n_heads, splits, 2]
   int n_heads, head_dim, group, blocks_per_kv_head;
   int64_t context, kv_dim;
-  int span;    // cache rows per split
-  int splits;  // blocks along the cache; 1 = write normalised output
+  int span;       // cache rows per split, a multiple of tile_rows
+  int splits;     // blocks along the cache; 1 = write normalised output
+  int tile_rows;  // rows per tile: kTileBytes / (head_dim * sizeof(T)), at most kMaxTileRows
+  bool wide_copies;  // head rows are 16-byte aligned: copy 16 bytes at a time, else 4
   float scale;
 };
+
+// Queues asynchronous copies of `rows` head rows (head_dim elements each, consecutive rows
+// kv_dim apart) into a dense shared-memory tile.
+template <typename T>
+__device__ __forceinline__ void stage_tile(T* tile, const T* first_row, int rows, int64_t kv_dim,
+                                           int head_dim, bool wide) {
+  const int row_bytes = head_dim * static_cast<int>(sizeof(T));
+  const int step = wide ? 16 : 4;
+  const int per_row = row_bytes / step;
+  char* dst = reinterpret_cast<char*>(tile);
+  const char* src = reinterpret_cast<const char*>(first_row);
+  const int64_t src_stride = kv_dim * static_cast<int64_t>(sizeof(T));
+  for (int i = threadIdx.x; i < rows * per_row; i += kAttentionThreads) {
+    const int r = i / per_row, c = (i % per_row) * step;
+    if (wide) {
+      __pipeline_memcpy_async(dst + r * row_bytes + c, src + r * src_stride + c, 16);
+    } else {
+      __pipeline_memcpy_async(dst + r * row_bytes + c, src + r * src_stride + c, 4);
+    }
+  }
+}
 
 // Number of cache rows query row t attends to; 0 when its position is outside the cache.
 __device__ __forceinline__ int64_t attended_length(const int32_t* positions, int t,
@@ -74,9 +101,22 @@ __global__ void __launch_bounds__(kAttentionThreads)
     return;
   }
 
+  extern __shared__ __align__(16) unsigned char tiles_s[];  // K tile, then V tile
+  T* k_s = reinterpret_cast<T*>(tiles_s);
+  T* v_s = k_s + p.tile_rows * hd;
   __shared__ __align__(16) float q_s[kMaxGroup * kMaxHeadDim];  // scaled queries; at the end, partial sums
-  __shared__ float score_s[kMaxGroup][kChunk];    // scores, then probabilities, of one chunk
+  __shared__ float score_s[kMaxGroup][kMaxTileRows];  // scores, then probabilities, of one tile
   __shared__ float max_s[kMaxGroup], sum_s[kMaxGroup], rescale_s[kMaxGroup];
+
+  const T* k_base = p.k_cache + static_cast<int64_t>(kv_head) * hd;
+  const T* v_base = p.v_cache + static_cast<int64_t>(kv_head) * hd;
+  const auto stage = [&](int64_t first, int rows) {
+    stage_tile(k_s, k_base + first * p.kv_dim, rows, p.kv_dim, hd, p.wide_copies);
+    __pipeline_commit();
+    stage_tile(v_s, v_base + first * p.kv_dim, rows, p.kv_dim, hd, p.wide_copies);
+    __pipeline_commit();
+  };
+  stage(begin, static_cast<int>(min(static_cast<int64_t>(p.tile_rows), end - begin)));
 
   for (int i = tid; i < heads * hd; i += kAttentionThreads) {
     q_s[i] = p.q[t * q_dim + static_cast<int64_t>(head0) * hd + i] * p.scale;
@@ -85,109 +125,92 @@ __global__ void __launch_bounds__(kAttentionThreads)
     max_s[tid] = -INFINITY;
     sum_s[tid] = 0.f;
   }
-  // Value accumulation layout: thread = (row lane `row_slot`, pair `my_pair`).
+  // Value accumulation layout: thread = (row slot, pair of output dimensions).
   const int row_slots = kAttentionThreads / pairs;
   const int my_pair = tid % pairs, row_slot = tid / pairs;
   float2 acc[kMaxGroup];
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) acc[g] = make_float2(0.f, 0.f);
-  const T* k_base = p.k_cache + static_cast<int64_t>(kv_head) * hd;
-  const T* v_base = p.v_cache + static_cast<int64_t>(kv_head) * hd;
-  __syncthreads();
 
-  for (int64_t chunk = begin; chunk < end; chunk += kChunk) {
-    const int rows = static_cast<int>(min(static_cast<int64_t>(kChunk), end - chunk));
+  for (int64_t tile = begin; tile < end; tile += p.tile_rows) {
+    const int rows = static_cast<int>(min(static_cast<int64_t>(p.tile_rows), end - tile));
+    if (tile != begin) stage(tile, rows);
+    __pipeline_wait_prior(1);  // this thread's K copies have landed
+    __syncthreads();           // everyone's have, and q_s is written
 
-    // Scores: each warp takes kRowsPerWarpPass rows at a time so their loads overlap.
-    for (int r0 = warp * kRowsPerWarpPass; r0 < rows; r0 += kAttentionWarps * kRowsPerWarpPass) {
-      float dot[kRowsPerWarpPass][kMaxGroup] = {};
+    // Scores: one warp per row, pairs of elements per lane.
+    for (int r = warp; r < rows; r += kAttentionWarps) {
+      float dot[kMaxGroup] = {};
       for (int pair = lane; pair < pairs; pair += 32) {
-        float2 kv[kRowsPerWarpPass];
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarpPass; ++r) {
-          kv[r] = r0 + r < rows ? load_pair(k_base + (chunk + r0 + r) * p.kv_dim + 2 * pair)
-                               : make_float2(0.f, 0.f);
-        }
+        const float2 kv = load_pair(k_s + r * hd + 2 * pair);
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) {
           if (g >= heads) break;
           const float2 qv = *reinterpret_cast<const float2*>(&q_s[g * hd + 2 * pair]);
-#pragma unroll
-          for (int r = 0; r < kRowsPerWarpPass; ++r) dot[r][g] += qv.x * kv[r].x + qv.y * kv[r].y;
+          dot[g] += qv.x * kv.x + qv.y * kv.y;
         }
       }
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarpPass; ++r) {
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= heads) break;
+        float d = dot[g];
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) {
-          if (g >= heads) break;
-          float d = dot[r][g];
-#pragma unroll
-          for (int offset = 16; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
-          if (lane == 0 && r0 + r < rows) score_s[g][r0 + r] = d;
-        }
+        for (int offset = 16; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
+        if (lane == 0) score_s[g][r] = d;
       }
     }
     __syncthreads();
 
     // Online softmax: one warp per head.
     for (int g = warp; g < heads; g += kAttentionWarps) {
-      float chunk_max = -INFINITY;
-      for (int r = lane; r < rows; r += 32) chunk_max = fmaxf(chunk_max, score_s[g][r]);
+      float tile_max = -INFINITY;
+      for (int r = lane; r < rows; r += 32) tile_max = fmaxf(tile_max, score_s[g][r]);
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2) {
-        chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
       }
-      const float old_max = max_s[g], new_max = fmaxf(old_max, chunk_max);
-      float chunk_sum = 0.f;
+      const float old_max = max_s[g], new_max = fmaxf(old_max, tile_max);
+      float tile_sum = 0.f;
       for (int r = lane; r < rows; r += 32) {
         const float e = expf(score_s[g][r] - new_max);
         score_s[g][r] = e;
-        chunk_sum += e;
+        tile_sum += e;
       }
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2) {
-        chunk_sum += __shfl_xor_sync(0xffffffffu, chunk_sum, offset);
+        tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, offset);
       }
       __syncwarp();
       if (lane == 0) {
-        const float rescale = expf(old_max - new_max);  // 0 on the first chunk
+        const float rescale = expf(old_max - new_max);  // 0 on the first tile
         rescale_s[g] = rescale;
-        sum_s[g] = sum_s[g] * rescale + chunk_sum;
+        sum_s[g] = sum_s[g] * rescale + tile_sum;
         max_s[g] = new_max;
       }
     }
+    __pipeline_wait_prior(0);  // V copies
     __syncthreads();
 
     // Weighted values.
     if (row_slot < row_slots) {
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
-        acc[g].x *= rescale_s[g < heads ? g : 0];
-        acc[g].y *= rescale_s[g < heads ? g : 0];
+        if (g >= heads) break;
+        acc[g].x *= rescale_s[g];
+        acc[g].y *= rescale_s[g];
       }
-      for (int r0 = row_slot; r0 < rows; r0 += row_slots * 4) {
-        float2 vv[4];
+      for (int r = row_slot; r < rows; r += row_slots) {
+        const float2 vv = load_pair(v_s + r * hd + 2 * my_pair);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int r = r0 + u * row_slots;
-          if (r < rows) vv[u] = load_pair(v_base + (chunk + r) * p.kv_dim + 2 * my_pair);
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int r = r0 + u * row_slots;
-          if (r >= rows) break;
-#pragma unroll
-          for (int g = 0; g < kMaxGroup; ++g) {
-            if (g >= heads) break;
-            const float w = score_s[g][r];
-            acc[g].x += w * vv[u].x;
-            acc[g].y += w * vv[u].y;
-          }
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= heads) break;
+          const float w = score_s[g][r];
+          acc[g].x += w * vv.x;
+          acc[g].y += w * vv.y;
         }
       }
     }
-    __syncthreads();  // the next chunk overwrites scores and rescale factors
+    __syncthreads();  // the next tile overwrites K, V, scores and rescale factors
   }
 
   // Sum the row slots' accumulators (q_s is free now), then write.

@@ -1,18 +1,21 @@
 // Decode-time matrix-vector product y[rows] = W[rows, cols] · x[cols] with fp32, fp16 or bf16
 // weights. Decode is bound by reading W once from HBM, so the kernel is built around that:
-// one warp per row, 16-byte loads that are coalesced across the warp, kUnroll of them issued
-// before the first is used (16: each warp keeps 8 KB of weights in flight), streamed past L1
-// so that x stays cached there, and fp32 partial sums reduced with warp shuffles.
+// 16-byte loads coalesced across each warp, two batches of kUnroll loads per lane in flight
+// (8 KB per warp), a persistent grid whose warps stream rows back to back, weights read past
+// L1 so that x stays cached there, fp32 sums reduced with warp shuffles.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
+#include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
 
 namespace kuiper::op::cuda {
 
 inline constexpr int kGemvWarps = 8;  // rows per block
-inline constexpr int kGemvUnroll = 16;
+inline constexpr int kGemvUnroll = 8;  // per buffer; two buffers in flight
 
 // Dot product of 16 bytes of weights (8 halves or 4 floats) with the matching fp32 inputs.
 __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __nv_bfloat16*) {
@@ -41,44 +44,113 @@ __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const fl
          __uint_as_float(w.z) * x0.z + __uint_as_float(w.w) * x0.w;
 }
 
-// kVector: rows start 16-byte aligned and cols is a multiple of 16 / sizeof(T); otherwise
-// the scalar loop (still coalesced, slower) handles any shape.
-template <typename T, bool kVector, int kUnroll = kGemvUnroll>
+// Rows whose start is not 16-byte aligned, or whose length is not a multiple of 16 bytes:
+// plain coalesced loads, one warp per row. Slower; no 7B-class model needs it.
+template <typename T>
 __global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(const T* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
-                int rows, int cols) {
+    gemv_scalar_kernel(const T* __restrict__ w, const float* __restrict__ x,
+                       float* __restrict__ y, int rows, int cols) {
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kGemvWarps + threadIdx.x / 32;
   if (row >= rows) return;
   const T* wr = w + static_cast<int64_t>(row) * cols;
-  float partial[kUnroll] = {};
-  if constexpr (kVector) {
-    constexpr int kElems = 16 / sizeof(T);
-    const int chunks = cols / kElems;
-    const uint4* wv = reinterpret_cast<const uint4*>(wr);
-    const float4* xv = reinterpret_cast<const float4*>(x);
-    for (int base = lane; base < chunks; base += 32 * kUnroll) {
-      uint4 loaded[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int c = base + u * 32;
-        if (c < chunks) loaded[u] = __ldcs(wv + c);  // read once: evict first
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int c = base + u * 32;
-        if (c < chunks) partial[u] += dot16(loaded[u], xv + c * (kElems / 4), wr);
-      }
-    }
-  } else {
-    for (int c = lane; c < cols; c += 32) partial[0] += to_float(wr[c]) * x[c];
-  }
   float sum = 0.f;
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) sum += partial[u];
+  for (int c = lane; c < cols; c += 32) sum += to_float(wr[c]) * x[c];
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (lane == 0) y[row] = sum;
+}
+
+// The weight stream of one warp is cut into batches of kUnroll 16-byte loads per lane
+// (32 * kUnroll chunks of a row). A batch's loads are issued before the previous batch is
+// used, so the warp never waits a full memory round trip between batches, also across rows.
+template <typename T, int kUnroll>
+__device__ __forceinline__ void load_batch(uint4 (&dst)[kUnroll], const uint4* row, int first,
+                                           int chunks) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int c = first + u * 32;
+    if (c < chunks) dst[u] = __ldcs(row + c);  // read once: evict first, keep x in cache
+  }
+}
+
+template <typename T, int kUnroll>
+__device__ __forceinline__ float dot_batch(const uint4 (&w)[kUnroll], const float4* x, int first,
+                                           int chunks) {
+  constexpr int kFloat4PerChunk = 16 / sizeof(T) / 4;
+  float sum = 0.f;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int c = first + u * 32;
+    if (c < chunks) sum += dot16(w[u], x + c * kFloat4PerChunk, static_cast<const T*>(nullptr));
+  }
+  return sum;
+}
+
+// Rows start 16-byte aligned and hold a whole number of 16-byte chunks. The grid is sized to
+// the number of blocks that fit on the GPU at once (gemv_stream_blocks); each warp then walks
+// rows warp, warp + all warps, ... so that every warp streams without pause until the matrix
+// is done, instead of paying a round trip per short-lived block.
+template <typename T, int kUnroll = kGemvUnroll>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_stream_kernel(const T* __restrict__ w, const float* __restrict__ x,
+                       float* __restrict__ y, int rows, int cols) {
+  constexpr int kElems = 16 / sizeof(T);
+  const int lane = threadIdx.x % 32;
+  const int chunks = cols / kElems, per_batch = 32 * kUnroll;
+  const int batches = (chunks + per_batch - 1) / per_batch;
+  const int all_warps = gridDim.x * kGemvWarps;
+  int row = blockIdx.x * kGemvWarps + threadIdx.x / 32;
+  if (row >= rows || batches == 0) return;
+  const uint4* w16 = reinterpret_cast<const uint4*>(w);
+  const float4* x16 = reinterpret_cast<const float4*>(x);
+  int batch = 0;
+  uint4 current[kUnroll], next[kUnroll];
+  load_batch<T>(current, w16 + static_cast<int64_t>(row) * chunks, lane, chunks);
+  float sum = 0.f;
+  for (;;) {
+    int next_row = row, next_batch = batch + 1;
+    if (next_batch == batches) {
+      next_batch = 0;
+      next_row += all_warps;
+    }
+    const bool more = next_row < rows;
+    if (more) {
+      load_batch<T>(next, w16 + static_cast<int64_t>(next_row) * chunks,
+                    next_batch * per_batch + lane, chunks);
+    }
+    sum += dot_batch<T>(current, x16, batch * per_batch + lane, chunks);
+    if (next_batch == 0) {  // row finished
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      }
+      if (lane == 0) y[row] = sum;
+      sum = 0.f;
+    }
+    if (!more) break;
+    row = next_row;
+    batch = next_batch;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) current[u] = next[u];
+  }
+}
+
+// Blocks of gemv_stream_kernel<T, kUnroll> that fit on the GPU at once: its grid. Asked of
+// the driver once (all GPUs of a process are assumed alike), so later calls, including those
+// inside a graph capture, make no driver call.
+template <typename T, int kUnroll = kGemvUnroll>
+StatusOr<int> gemv_stream_blocks() {
+  static std::atomic<int> known{0};
+  if (const int blocks = known.load(); blocks > 0) return blocks;
+  int device = 0, sms = 0, per_sm = 0;
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, gemv_stream_kernel<T, kUnroll>, kGemvWarps * 32, 0));
+  const int blocks = std::max(1, sms * per_sm);
+  known.store(blocks);
+  return blocks;
 }
 
 }  // namespace kuiper::op::cuda

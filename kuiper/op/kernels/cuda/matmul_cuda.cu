@@ -5,6 +5,7 @@
 // GEMM (no TF32), so that fp32 models stay exact to fp32 rounding.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "kuiper/base/cuda_utils.h"
@@ -73,14 +74,15 @@ Status gemv(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
   const int rows = static_cast<int>(weight.rows()), cols = static_cast<int>(weight.cols());
   const T* w = weight.values.data<T>();
   const float* x = in.data<float>();
-  const bool vector = cols % (16 / sizeof(T)) == 0 && aligned16(w) && aligned16(x);
-  const unsigned blocks = static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps);
-  if (vector) {
-    gemv_kernel<T, true><<<blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(), rows,
-                                                                 cols);
-  } else {
-    gemv_kernel<T, false><<<blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(), rows,
+  const unsigned row_blocks = static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps);
+  if (cols % (16 / sizeof(T)) == 0 && aligned16(w) && aligned16(x)) {
+    KUIPER_ASSIGN_OR_RETURN(const int resident, gemv_stream_blocks<T>());
+    const unsigned blocks = std::min(row_blocks, static_cast<unsigned>(resident));
+    gemv_stream_kernel<T><<<blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(), rows,
                                                                   cols);
+  } else {
+    gemv_scalar_kernel<T><<<row_blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(),
+                                                                      rows, cols);
   }
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("gemv");
   return ok_status();
