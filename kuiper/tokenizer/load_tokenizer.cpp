@@ -29,12 +29,15 @@ bool looks_like_sentencepiece(std::string_view content) {
 
 // "<base64> <rank>" on the first line.
 bool looks_like_tiktoken(std::string_view content) {
-  const std::string_view line = content.substr(0, content.find('\n'));
+  std::string_view line = content.substr(0, content.find('\n'));
+  if (line.ends_with('\r')) line.remove_suffix(1);
   const size_t space = line.find(' ');
-  if (space == 0 || space == std::string_view::npos) return false;
-  for (size_t i = 0; i < space; ++i) {
-    const char c = line[i];
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/' && c != '=') return false;
+  if (space == 0 || space == std::string_view::npos || space + 1 == line.size()) return false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    const bool ok = i < space ? std::isalnum(c) || c == '+' || c == '/' || c == '='
+                              : i == space || std::isdigit(c);
+    if (!ok) return false;
   }
   return true;
 }

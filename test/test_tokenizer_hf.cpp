@@ -1,0 +1,118 @@
+// HF tokenizer.json byte-level BPE on small files written here. Exactness on a real
+// vocabulary (a tokenizer.json generated from the LLaMA 3 ranks, against tiktoken and HF's own
+// library) is checked by scripts/tokenizer_reference.py (ctest: tokenizer_reference).
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <gtest/gtest.h>
+
+#include "kuiper/tokenizer/tokenizer.h"
+#include "test/test_util.h"
+
+namespace kuiper {
+namespace {
+
+using json = nlohmann::json;
+
+// GPT-2's spelling of a byte as a character (printable Latin-1 as itself, the rest from
+// U+0100 in byte order), written out as UTF-8.
+std::string spell_byte(int byte) {
+  auto printable = [](int b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; };
+  int code_point = byte;
+  if (!printable(byte)) {
+    code_point = 256;
+    for (int b = 0; b < byte; ++b) code_point += !printable(b);
+  }
+  std::string out;
+  if (code_point < 0x80) {
+    out += char(code_point);
+  } else {
+    out += char(0xC0 | (code_point >> 6));
+    out += char(0x80 | (code_point & 0x3F));
+  }
+  return out;
+}
+
+std::string spell(const std::string& bytes) {
+  std::string out;
+  for (const char c : bytes) out += spell_byte(static_cast<uint8_t>(c));
+  return out;
+}
+
+// Bytes 0..255 are ids 0..255; merges build "hello" and " world" step by step.
+json tiny_tokenizer(bool merges_as_pairs) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[spell(std::string(1, char(b)))] = b;
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"l", "l"}, {"h", "e"}, {"he", "ll"}, {"hell", "o"}, {" ", "w"}, {" w", "o"}, {"r", "l"},
+      {"rl", "d"}, {" wo", "rld"}};
+  json merge_list = json::array();
+  int next_id = 256;
+  for (const auto& [left, right] : merges) {
+    vocab[spell(left + right)] = next_id++;
+    if (merges_as_pairs) {
+      merge_list.push_back({spell(left), spell(right)});
+    } else {
+      merge_list.push_back(spell(left) + " " + spell(right));
+    }
+  }
+  return {
+      {"added_tokens", {{{"id", 300}, {"content", "<|end|>"}, {"special", true}},
+                        {{"id", 301}, {"content", "[sep]"}, {"special", false}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}}};
+}
+
+std::string write_json(const std::string& name, const json& doc) {
+  const std::string path = test::scratch_dir("tokenizer_hf_" + name) + "/tokenizer.json";
+  std::ofstream(path) << doc.dump();
+  return path;
+}
+
+TEST(HfBpeTokenizer, BothMergeSpellingsGiveTheSameIds) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto strings, load_tokenizer(write_json("strings", tiny_tokenizer(false))));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto pairs, load_tokenizer(write_json("pairs", tiny_tokenizer(true))));
+  EXPECT_EQ(strings->kind(), "hf-bpe");
+  for (const std::string text : {"hello world", "hellohello  worlds", "héllo\n\twörld 123", ""}) {
+    KUIPER_ASSERT_OK_AND_ASSIGN(auto a, strings->encode(text, {.add_bos = false}));
+    KUIPER_ASSERT_OK_AND_ASSIGN(auto b, pairs->encode(text, {.add_bos = false}));
+    EXPECT_EQ(a, b) << text;
+    EXPECT_EQ(strings->decode(a), text);
+  }
+  // "hello" and " world" are each reachable by the merges, so each ends as one token.
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto ids, strings->encode("hello world", {.add_bos = false}));
+  EXPECT_EQ(ids.size(), 2u);
+}
+
+TEST(HfBpeTokenizer, AddedTokens) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(write_json("added", tiny_tokenizer(false))));
+  EXPECT_EQ(tokenizer->bos_id(), -1);  // nothing marks one
+  EXPECT_EQ(tokenizer->special_token("<|end|>"), 300);
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto plain, tokenizer->encode("a[sep]b<|end|>", {.add_bos = true}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto special, tokenizer->encode("a[sep]b<|end|>", {.allow_special = true}));
+  // Non-special added tokens are always matched, special ones only when allowed.
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 301), 1);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 300), 0);
+  EXPECT_EQ(special.back(), 300);
+  EXPECT_EQ(tokenizer->decode(plain), "a[sep]b<|end|>");
+  EXPECT_EQ(tokenizer->decode(special), "a[sep]b<|end|>");
+}
+
+TEST(HfBpeTokenizer, RefusesWhatItWouldGetWrong) {
+  json with_normalizer = tiny_tokenizer(false);
+  with_normalizer["normalizer"] = {{"type", "NFC"}};
+  auto loaded = load_tokenizer(write_json("normalizer", with_normalizer));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kUnsupported);
+
+  json bad_merge = tiny_tokenizer(false);
+  bad_merge["model"]["merges"].push_back("q z");  // "qz" is not in the vocab
+  loaded = load_tokenizer(write_json("bad_merge", bad_merge));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("merge 9"), std::string::npos) << loaded.status().to_string();
+}
+
+}  // namespace
+}  // namespace kuiper
