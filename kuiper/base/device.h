@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "kuiper/base/allocator.h"
@@ -31,5 +33,28 @@ Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType 
 
 // Waits for all work queued on `stream` (no-op on the CPU).
 Status synchronize(Stream stream);
+
+// A stream of its own for work on `device` (nullptr, the immediate "stream", on the CPU).
+StatusOr<Stream> create_stream(DeviceType device);
+void destroy_stream(Stream stream);
+
+struct DeviceMemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+// Free and total memory of the current GPU.
+StatusOr<DeviceMemoryInfo> cuda_memory_info();
+
+// Device work recorded once and replayed with a single launch (a CUDA graph): the decode step
+// of a model is dozens of small kernels, and replaying them removes the launch gaps.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual Status launch(Stream stream) = 0;
+};
+
+// Records the work `body` queues on `stream` (which must not be the default stream) without
+// running it. `body` must not synchronise or copy from pageable host memory.
+StatusOr<std::unique_ptr<DeviceGraph>> capture_graph(Stream stream, const std::function<Status()>& body);
 
 }  // namespace kuiper

@@ -24,4 +24,17 @@ Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType 
 
 Status synchronize(Stream) { return ok_status(); }
 
+StatusOr<Stream> create_stream(DeviceType device) {
+  if (device != DeviceType::kCPU) return unsupported(cuda_unavailable_reason());
+  return Stream{nullptr};
+}
+
+void destroy_stream(Stream) {}
+
+StatusOr<DeviceMemoryInfo> cuda_memory_info() { return unsupported(cuda_unavailable_reason()); }
+
+StatusOr<std::unique_ptr<DeviceGraph>> capture_graph(Stream, const std::function<Status()>&) {
+  return unsupported(cuda_unavailable_reason());
+}
+
 }  // namespace kuiper

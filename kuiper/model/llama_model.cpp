@@ -28,7 +28,15 @@ Status make_rope_tables(const LlamaConfig& config, int positions, Tensor& cos, T
 
 }  // namespace
 
-LlamaModel::~LlamaModel() = default;
+LlamaModel::~LlamaModel() {
+  decode_graph_.reset();
+  // Buffers are released after this body; their memory returns to the pool, so the stream
+  // may go first.
+  if (stream_ != nullptr) {
+    (void)synchronize(stream_);
+    destroy_stream(stream_);
+  }
+}
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const Checkpoint& checkpoint,
                                                          const ModelOptions& options) {
@@ -59,6 +67,12 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   // The CPU attention kernel reads an fp32 cache; on the GPU a half-precision model keeps a
   // cache of its own precision (half the memory traffic).
   kv_dtype_ = device_ == DeviceType::kCUDA && is_half(weight_dtype_) ? weight_dtype_ : DataType::kFP32;
+
+  if (device_ == DeviceType::kCUDA) {
+    KUIPER_RETURN_IF_ERROR(check_device_memory());
+    KUIPER_ASSIGN_OR_RETURN(stream_, create_stream(device_));
+    use_graph_ = options.use_cuda_graph;
+  }
 
   const LlamaWeights& w = checkpoint.weights;
   Allocator& alloc = *allocator_;
@@ -102,6 +116,27 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   rope_ = op::Rope(std::move(cos), std::move(sin), config_.head_dim());
   attention_ = op::Attention({config_.n_heads, config_.n_kv_heads, config_.head_dim()});
   return allocate_buffers();
+}
+
+Status LlamaModel::check_device_memory() const {
+  const LlamaConfig& c = config_;
+  const int64_t dim = c.dim, kv = c.kv_dim(), q_dim = int64_t{c.n_heads} * c.head_dim();
+  const int64_t matrix_elements =
+      int64_t{c.n_layers} * (dim * q_dim * 2 + dim * kv * 2 + dim * c.hidden_dim * 3) +
+      int64_t{c.vocab_size} * dim * (c.shared_classifier ? 1 : 2);
+  size_t needed = static_cast<size_t>(matrix_elements) * dtype_size(weight_dtype_);
+  if (weight_dtype_ == DataType::kINT8) needed += matrix_elements / 8;  // scales, generous
+  needed += 2 * static_cast<size_t>(c.n_layers) * context_ * kv * dtype_size(kv_dtype_);
+  needed += static_cast<size_t>(max_batch_) * (4 * dim + 2 * q_dim + 2 * c.hidden_dim + c.vocab_size) * 4;
+  KUIPER_ASSIGN_OR_RETURN(DeviceMemoryInfo info, cuda_memory_info());
+  if (needed > info.free_bytes) {
+    return resource_exhausted(
+        "the model needs about " + std::to_string(needed >> 20) + " MiB of GPU memory (weights in " +
+        std::string(dtype_name(weight_dtype_)) + ", KV cache for " + std::to_string(context_) +
+        " positions) but only " + std::to_string(info.free_bytes >> 20) +
+        " MiB are free; lower --context or use a smaller --dtype");
+  }
+  return ok_status();
 }
 
 Status LlamaModel::allocate_buffers() {
@@ -168,17 +203,19 @@ Status LlamaModel::check_positions(size_t count, int start_pos) const {
   return ok_status();
 }
 
-Status LlamaModel::run_layers(std::span<const int32_t> tokens, int start_pos, const Activations& a) {
+Status LlamaModel::upload_inputs(std::span<const int32_t> tokens, int start_pos, const Activations& a) {
+  // The kernels read token ids and positions from device memory, so a recorded decode step
+  // stays valid as they change.
   const int rows = static_cast<int>(tokens.size());
-  // Token ids and positions go to the device in one copy (the kernels read them there, so a
-  // captured decode step stays valid as they change).
   std::copy(tokens.begin(), tokens.end(), host_staging_.begin());
   for (int i = 0; i < rows; ++i) host_staging_[max_batch_ + i] = start_pos + i;
   KUIPER_RETURN_IF_ERROR(copy_bytes(a.tokens.raw_data(), device_, host_staging_.data(),
                                     DeviceType::kCPU, rows * sizeof(int32_t), stream_));
-  KUIPER_RETURN_IF_ERROR(copy_bytes(a.positions.raw_data(), device_, host_staging_.data() + max_batch_,
-                                    DeviceType::kCPU, rows * sizeof(int32_t), stream_));
+  return copy_bytes(a.positions.raw_data(), device_, host_staging_.data() + max_batch_,
+                    DeviceType::kCPU, rows * sizeof(int32_t), stream_);
+}
 
+Status LlamaModel::run_layers(const Activations& a) {
   Tensor x = a.x, xb = a.xb, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb, hb2 = a.hb2;
   KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, x, stream_));
   for (Layer& layer : layers_) {
@@ -207,12 +244,27 @@ Status LlamaModel::classify(const Activations& a, int first, int count, Tensor& 
   return classifier_.forward(xb, logits, stream_);
 }
 
+Status LlamaModel::decode_step() {
+  KUIPER_RETURN_IF_ERROR(run_layers(decode_));
+  KUIPER_RETURN_IF_ERROR(final_norm_.forward(decode_.x, decode_.xb, stream_));
+  return classifier_.forward(decode_.xb, logits_, stream_);
+}
+
 StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_pos) {
   KUIPER_RETURN_IF_ERROR(check_positions(tokens.size(), start_pos));
   if (tokens.size() == 1) {
-    KUIPER_RETURN_IF_ERROR(run_layers(tokens, start_pos, decode_));
-    KUIPER_RETURN_IF_ERROR(final_norm_.forward(decode_.x, decode_.xb, stream_));
-    KUIPER_RETURN_IF_ERROR(classifier_.forward(decode_.xb, logits_, stream_));
+    KUIPER_RETURN_IF_ERROR(upload_inputs(tokens, start_pos, decode_));
+    // The first decode runs eagerly so that kernels create their lazily sized scratch buffers
+    // and handles; the second is recorded, and every later one replays the recording.
+    if (!use_graph_ || eager_decodes_ < 1) {
+      ++eager_decodes_;
+      KUIPER_RETURN_IF_ERROR(decode_step());
+      return logits_;
+    }
+    if (decode_graph_ == nullptr) {
+      KUIPER_ASSIGN_OR_RETURN(decode_graph_, capture_graph(stream_, [this] { return decode_step(); }));
+    }
+    KUIPER_RETURN_IF_ERROR(decode_graph_->launch(stream_));
     return logits_;
   }
   int rows = 0;
@@ -220,7 +272,8 @@ StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_
   for (size_t done = 0; done < tokens.size(); done += rows) {
     rows = static_cast<int>(std::min<size_t>(max_batch_, tokens.size() - done));
     KUIPER_ASSIGN_OR_RETURN(acts, activation_rows(rows));
-    KUIPER_RETURN_IF_ERROR(run_layers(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
+    KUIPER_RETURN_IF_ERROR(upload_inputs(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
+    KUIPER_RETURN_IF_ERROR(run_layers(acts));
   }
   KUIPER_RETURN_IF_ERROR(classify(acts, rows - 1, 1, logits_));
   return logits_;
@@ -234,7 +287,8 @@ StatusOr<Tensor> LlamaModel::forward_all(std::span<const int32_t> tokens, int st
   for (int64_t done = 0; done < total;) {
     const int rows = static_cast<int>(std::min<int64_t>(max_batch_, total - done));
     KUIPER_ASSIGN_OR_RETURN(Activations acts, activation_rows(rows));
-    KUIPER_RETURN_IF_ERROR(run_layers(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
+    KUIPER_RETURN_IF_ERROR(upload_inputs(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
+    KUIPER_RETURN_IF_ERROR(run_layers(acts));
     KUIPER_ASSIGN_OR_RETURN(Tensor logits, chunk_logits.slice(0, rows));
     KUIPER_RETURN_IF_ERROR(classify(acts, 0, rows, logits));
     KUIPER_ASSIGN_OR_RETURN(Tensor dst, all.slice(done, done + rows));

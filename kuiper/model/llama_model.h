@@ -22,6 +22,8 @@ struct ModelOptions {
   int context = 0;
   // Largest number of positions one forward pass processes; longer prompts run in chunks.
   int max_batch = 256;
+  // On CUDA, record the decode step once as a CUDA graph and replay it for every token.
+  bool use_cuda_graph = true;
 };
 
 class LlamaModel {
@@ -66,8 +68,14 @@ class LlamaModel {
   Status allocate_buffers();
   StatusOr<Activations> activation_rows(int rows) const;
   Status check_positions(size_t count, int start_pos) const;
-  // Embeds and runs all layers over one chunk, leaving the residual stream in acts.x.
-  Status run_layers(std::span<const int32_t> tokens, int start_pos, const Activations& acts);
+  // Fails early, with sizes, when the weights, cache and buffers cannot fit on the GPU.
+  Status check_device_memory() const;
+  // Copies token ids and their positions to the device buffers of `acts`.
+  Status upload_inputs(std::span<const int32_t> tokens, int start_pos, const Activations& acts);
+  // Embeds and runs all layers over the uploaded rows, leaving the residual stream in acts.x.
+  Status run_layers(const Activations& acts);
+  // One decode step after upload: layers, final norm and classifier into logits_.
+  Status decode_step();
   // Final norm + classifier of activation rows [first, first + count) into `logits`.
   Status classify(const Activations& acts, int first, int count, Tensor& logits);
 
@@ -92,6 +100,9 @@ class LlamaModel {
   Activations decode_;        // 1-row views, made once so decoding allocates nothing
   Tensor logits_;             // [vocab]
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
+  bool use_graph_ = false;
+  std::unique_ptr<DeviceGraph> decode_graph_;  // recorded on the second decode step
+  int eager_decodes_ = 0;
 };
 
 }  // namespace kuiper
