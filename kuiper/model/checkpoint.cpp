@@ -2,13 +2,15 @@
 
 #include <filesystem>
 
+#include "kuiper/model/quantized_formats.h"
+
 namespace kuiper {
 namespace {
 
 // Every format kuiper reads, in the order auto-detection tries them. Formats whose detection
 // is weakest (no magic number) come last.
 std::vector<const CheckpointFormat*> all_formats() {
-  return {&llama2c_v1_format(), &llama2c_v0_format()};
+  return {&llama2c_v1_format(), &llama2c_v2_format(), &kuiperllama_v3_format(), &llama2c_v0_format()};
 }
 
 }  // namespace

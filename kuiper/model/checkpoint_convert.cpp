@@ -1,0 +1,85 @@
+#include "kuiper/model/checkpoint_convert.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kuiper/model/checkpoint_tensors.h"
+#include "kuiper/model/int8_quantize.h"
+#include "kuiper/model/weight_convert.h"
+
+namespace kuiper {
+namespace {
+
+bool already_in(const op::Weight& w, const WeightFormat& f) {
+  return w.dtype() == f.dtype && (f.dtype != DataType::kINT8 || w.group_size == f.group_size);
+}
+
+// The largest |a − b| over two host fp32 tensors of the same shape.
+double max_difference(const Tensor& a, const Tensor& b) {
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    worst = std::max(worst, std::fabs(double{a.data<float>()[i]} - b.data<float>()[i]));
+  }
+  return worst;
+}
+
+// The fp32 values a weight stands for.
+StatusOr<Tensor> as_fp32(const op::Weight& w) {
+  if (w.is_quantized()) return dequantize_int8(w);
+  return place_fp32(w.values, cpu_allocator());
+}
+
+// `w` in `format` and the largest error that introduced.
+StatusOr<std::pair<op::Weight, double>> convert_matrix(const op::Weight& w, const WeightFormat& f) {
+  KUIPER_ASSIGN_OR_RETURN(Tensor original, as_fp32(w));
+  op::Weight converted;
+  if (f.dtype == DataType::kINT8) {
+    KUIPER_ASSIGN_OR_RETURN(converted, quantize_int8(original, f.group_size));
+  } else {
+    KUIPER_ASSIGN_OR_RETURN(converted, convert_weight(op::Weight{original, Tensor(), 0}, f.dtype, cpu_allocator()));
+  }
+  KUIPER_ASSIGN_OR_RETURN(Tensor stored, as_fp32(converted));
+  return std::pair{std::move(converted), max_difference(original, stored)};
+}
+
+}  // namespace
+
+std::string weight_format_name(const WeightFormat& format) {
+  std::string name(dtype_name(format.dtype));
+  if (format.dtype == DataType::kINT8) name += " (groups of " + std::to_string(format.group_size) + ")";
+  return name;
+}
+
+StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const WeightFormat& format,
+                                        const ProgressFn& progress) {
+  const DataType d = format.dtype;
+  if (d != DataType::kFP32 && d != DataType::kFP16 && d != DataType::kBF16 && d != DataType::kINT8) {
+    return invalid_argument("weights can be stored as fp32, fp16, bf16 or int8, not " + std::string(dtype_name(d)));
+  }
+  if (d == DataType::kINT8 && format.group_size <= 0) {
+    return invalid_argument("int8 group size must be positive, got " + std::to_string(format.group_size));
+  }
+  Checkpoint out = checkpoint;
+  const bool shared = out.config.shared_classifier;
+  auto matrices = named_matrices(out.weights, shared);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    op::Weight& w = *matrices[i].weight;
+    double error = 0;
+    if (!already_in(w, format)) {
+      auto converted = convert_matrix(w, format);
+      if (!converted.ok()) {
+        return Status(converted.status().code(), matrices[i].name + ": " + converted.status().message());
+      }
+      std::tie(w, error) = std::move(converted).value();
+    }
+    if (progress) progress({matrices[i].name, static_cast<int>(i) + 1, static_cast<int>(matrices.size()), error});
+  }
+  if (shared) out.weights.classifier = out.weights.token_embedding;
+  for (const NamedVector& norm : named_norms(out.weights)) {
+    KUIPER_ASSIGN_OR_RETURN(*norm.tensor, place_fp32(*norm.tensor, cpu_allocator()));
+  }
+  out.format = checkpoint.format + " as " + weight_format_name(format);
+  return out;
+}
+
+}  // namespace kuiper

@@ -1,0 +1,36 @@
+// Re-storing every matrix of a checkpoint in another representation — a float dtype, or int8
+// in groups — with per-matrix progress. Norms stay fp32. Used by the export tool and by
+// programs that quantize at load with a chosen group size.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "kuiper/model/checkpoint.h"
+
+namespace kuiper {
+
+struct WeightFormat {
+  DataType dtype = DataType::kFP32;  // fp32, fp16, bf16 or int8
+  int group_size = 64;               // int8 only
+};
+
+// Reported after each matrix is converted.
+struct MatrixProgress {
+  const std::string& name;  // e.g. "layers.3.wq"
+  int index, count;         // 1-based position among `count` matrices
+  double max_error;         // largest |original − stored| of this matrix (0 for widening)
+};
+
+using ProgressFn = std::function<void(const MatrixProgress&)>;
+
+// A host checkpoint whose matrices (token embedding included) are all in `format`. Matrices
+// already in that format are shared, not copied; int8 in another group size is requantized
+// from its dequantized values.
+StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const WeightFormat& format,
+                                        const ProgressFn& progress = nullptr);
+
+// "int8 (groups of 64)" or "bf16".
+std::string weight_format_name(const WeightFormat& format);
+
+}  // namespace kuiper

@@ -1,0 +1,100 @@
+#include "kuiper/model/int8_file_layout.h"
+
+#include <cstdlib>
+
+#include "kuiper/op/int8_weight.h"
+
+namespace kuiper {
+namespace {
+
+struct MatrixKind {
+  op::Weight LlamaLayerWeights::*member;
+  const char* name;
+  int64_t rows, cols;
+};
+
+// The per-layer matrices in file order with their shapes.
+std::vector<MatrixKind> layer_matrix_kinds(const LlamaConfig& c) {
+  const int64_t dim = c.dim, hidden = c.hidden_dim, q_dim = int64_t{c.n_heads} * c.head_dim(),
+                kv = c.kv_dim();
+  return {{&LlamaLayerWeights::wq, "wq", q_dim, dim}, {&LlamaLayerWeights::wk, "wk", kv, dim},
+          {&LlamaLayerWeights::wv, "wv", kv, dim},    {&LlamaLayerWeights::wo, "wo", dim, q_dim},
+          {&LlamaLayerWeights::w1, "w1", hidden, dim}, {&LlamaLayerWeights::w2, "w2", dim, hidden},
+          {&LlamaLayerWeights::w3, "w3", hidden, dim}};
+}
+
+}  // namespace
+
+StatusOr<LlamaConfig> read_int8_header_dims(FileCursor& cursor) {
+  int32_t v[7];
+  for (int32_t& field : v) {
+    KUIPER_ASSIGN_OR_RETURN(field, cursor.read<int32_t>("header"));
+  }
+  LlamaConfig c;
+  c.dim = v[0];
+  c.hidden_dim = v[1];
+  c.n_layers = v[2];
+  c.n_heads = v[3];
+  c.n_kv_heads = v[4];
+  c.vocab_size = std::abs(v[5]);
+  c.max_seq_len = v[6];
+  c.shared_classifier = v[5] > 0;
+  Status valid = c.validate();
+  if (!valid.ok()) return Status(valid.code(), cursor.file()->path() + ": " + valid.message());
+  return c;
+}
+
+size_t int8_matrix_bytes(int64_t numel, int group_size) {
+  if (group_size <= 0 || numel % group_size != 0) return 0;
+  return static_cast<size_t>(numel) + static_cast<size_t>(numel / group_size) * sizeof(float);
+}
+
+size_t int8_model_matrix_bytes(const LlamaConfig& c, int group_size, bool with_embedding) {
+  size_t total = 0;
+  for (const MatrixKind& kind : layer_matrix_kinds(c)) {
+    total += int8_matrix_bytes(kind.rows * kind.cols, group_size) * c.n_layers;
+  }
+  const size_t table = int8_matrix_bytes(int64_t{c.vocab_size} * c.dim, group_size);
+  return total + (with_embedding ? table : 0) + (c.shared_classifier ? 0 : table);
+}
+
+StatusOr<op::Weight> take_int8_matrix(FileCursor& cursor, int64_t rows, int64_t cols,
+                                      int group_size, const std::string& what) {
+  if (group_size <= 0 || rows * cols % group_size != 0) {
+    return invalid_format(cursor.file()->path() + ": " + what + " has " + std::to_string(rows * cols) +
+                          " weights, not a whole number of groups of " + std::to_string(group_size));
+  }
+  op::Weight w;
+  w.group_size = group_size;
+  KUIPER_ASSIGN_OR_RETURN(w.values, cursor.take(DataType::kINT8, {rows, cols}, what + " values"));
+  KUIPER_ASSIGN_OR_RETURN(w.scales, cursor.take(DataType::kFP32, {rows * cols / group_size}, what + " scales"));
+  KUIPER_RETURN_IF_ERROR(op::check_int8_weight(w));
+  return w;
+}
+
+Status take_int8_layer_matrices(FileCursor& cursor, const LlamaConfig& c, int group_size,
+                                std::vector<LlamaLayerWeights>& layers) {
+  for (const MatrixKind& kind : layer_matrix_kinds(c)) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      KUIPER_ASSIGN_OR_RETURN(layers[l].*kind.member,
+                              take_int8_matrix(cursor, kind.rows, kind.cols, group_size,
+                                               "layer " + std::to_string(l) + " " + kind.name));
+    }
+  }
+  return ok_status();
+}
+
+Status take_fp32_norms(FileCursor& cursor, const LlamaConfig& c, LlamaWeights& w) {
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    KUIPER_ASSIGN_OR_RETURN(w.layers[l].attention_norm,
+                            cursor.take(DataType::kFP32, {c.dim}, "layer " + std::to_string(l) + " attention norm"));
+  }
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    KUIPER_ASSIGN_OR_RETURN(w.layers[l].ffn_norm,
+                            cursor.take(DataType::kFP32, {c.dim}, "layer " + std::to_string(l) + " ffn norm"));
+  }
+  KUIPER_ASSIGN_OR_RETURN(w.final_norm, cursor.take(DataType::kFP32, {c.dim}, "final norm"));
+  return ok_status();
+}
+
+}  // namespace kuiper
