@@ -1,0 +1,125 @@
+// A Conversation on the bundled stories260K model: each turn prefills only its own tokens on
+// top of the cache, the cache holds the LLaMA 2 chat layout of the conversation (built here
+// from the tokenizer, not from the template code), and after three turns the cached model
+// gives the logits a fresh model computes from the whole conversation at once.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kuiper/generation/conversation.h"
+#include "test/test_util.h"
+
+namespace kuiper {
+namespace {
+
+const std::string kStoriesModel = "models/stories260K/stories260K.bin";
+const std::string kStoriesTokenizer = "models/stories260K/tok512.model";
+
+std::vector<float> to_host(const Tensor& t) {
+  std::vector<float> v(t.numel());
+  CHECK(copy_bytes(v.data(), DeviceType::kCPU, t.raw_data(), t.device(), t.nbytes()).ok());
+  return v;
+}
+
+bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& prefix) {
+  return ids.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), ids.begin());
+}
+
+TEST(ChatSession, TurnsPrefillOnlyTheirTokensAndMatchAFreshModel) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kAuto, *tokenizer));
+  ASSERT_EQ(chat_template->name(), "llama2");  // tok512 has no LLaMA 3 header tokens
+  Sampler sampler({});
+  Session session(*model, *tokenizer, sampler);
+  const std::string system = "You tell short stories.";
+  Conversation conversation(session, *chat_template, system, /*max_reply=*/24);
+
+  const std::string users[] = {"Tell me a story about a cat.", "What did the cat find?", "How did it end?"};
+  const int32_t eos = tokenizer->eos_ids().front();
+  std::vector<int32_t> expected;  // the whole conversation so far
+  for (int k = 0; k < 3; ++k) {
+    const std::string instruction =
+        k == 0 ? "[INST] <<SYS>>\n" + system + "\n<</SYS>>\n\n" + users[k] + " [/INST]" : "[INST] " + users[k] + " [/INST]";
+    KUIPER_ASSERT_OK_AND_ASSIGN(auto opening, tokenizer->encode(instruction, {.add_bos = true}));
+    if (k > 0) expected.push_back(eos);  // the previous reply's closing token
+    expected.insert(expected.end(), opening.begin(), opening.end());
+    const std::vector<int32_t> before = session.tokens();
+
+    std::string text;
+    KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats stats, conversation.reply(users[k], [&](std::string_view piece) {
+      text += piece;
+      return true;
+    }));
+    EXPECT_EQ(stats.dropped_turns, 0);
+    EXPECT_EQ(stats.prefilled_tokens, static_cast<int>(opening.size()) + (k > 0 ? 1 : 0)) << "turn " << k;
+    EXPECT_TRUE(starts_with(session.tokens(), before)) << "turn " << k << " rewrote earlier cache entries";
+    ASSERT_TRUE(starts_with(session.tokens(), expected)) << "turn " << k;
+    const std::vector<int32_t> reply(session.tokens().begin() + expected.size(), session.tokens().end());
+    EXPECT_FALSE(reply.empty()) << "turn " << k;
+    EXPECT_EQ(strip_message(tokenizer->decode(reply)), strip_message(text));  // what was shown is what is kept
+    expected.insert(expected.end(), reply.begin(), reply.end());
+    EXPECT_EQ(stats.context_tokens, static_cast<int>(expected.size()));
+  }
+  expected.push_back(eos);
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto history, conversation.history_tokens());
+  EXPECT_EQ(history, expected);
+
+  // The cache after three turns, with the last reply closed, against a fresh model fed the
+  // whole conversation in one prefill.
+  const int32_t close[1] = {eos};
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor cached_logits, session.prefill(close));
+  const auto cached = to_host(cached_logits);
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto fresh_model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor fresh_logits, fresh_model->forward(expected, 0));
+  const auto fresh = to_host(fresh_logits);
+  ASSERT_EQ(cached.size(), fresh.size());
+  EXPECT_LT(test::relative_error(cached.data(), fresh.data(), fresh.size()), 1e-5);
+}
+
+TEST(ChatSession, ResetStartsAnEmptyConversation) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kLlama2, *tokenizer));
+  Sampler sampler({});
+  Session session(*model, *tokenizer, sampler);
+  Conversation conversation(session, *chat_template, "Be kind.", 8);
+  const auto ignore = [](std::string_view) { return true; };
+  KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats first, conversation.reply("Hello there", ignore));
+  KUIPER_ASSERT_OK(conversation.reply("Again", ignore).status());
+  conversation.reset();
+  EXPECT_EQ(conversation.turn_count(), 0);
+  EXPECT_EQ(session.position(), 0);
+  // After a reset the same first turn is prefilled in full again and replies the same (greedy).
+  KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats again, conversation.reply("Hello there", ignore));
+  EXPECT_EQ(again.prefilled_tokens, first.prefilled_tokens);
+  EXPECT_EQ(again.context_tokens, first.context_tokens);
+}
+
+TEST(ChatSession, StoppedReplyStaysInTheHistory) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kLlama2, *tokenizer));
+  Sampler sampler({});
+  Session session(*model, *tokenizer, sampler);
+  Conversation conversation(session, *chat_template, "", 64);
+  int pieces = 0;
+  // What Ctrl-C does in llama_chat: the piece callback says stop.
+  KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats stopped, conversation.reply("Tell me a story", [&](std::string_view) {
+    return ++pieces < 3;
+  }));
+  EXPECT_EQ(stopped.generation.stop_reason, StopReason::kCallback);
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto history, conversation.history_tokens());
+  // The cache holds the history up to its closing EOS, which enters with the next turn.
+  ASSERT_EQ(history.size(), session.tokens().size() + 1);
+  EXPECT_TRUE(starts_with(history, session.tokens()));
+  KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats next, conversation.reply("More", [](std::string_view) { return true; }));
+  EXPECT_EQ(next.dropped_turns, 0);
+  EXPECT_TRUE(starts_with(session.tokens(), history));
+}
+
+}  // namespace
+}  // namespace kuiper
