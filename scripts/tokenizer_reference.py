@@ -326,6 +326,20 @@ def main():
             continue
         check_llama2c(tool, report, name, bin_path, sentencepiece.SentencePieceProcessor(model_file=model), texts)
 
+    # A large real text, when the shared assets are there: one 794 KB case per tokenizer.
+    story_path = os.path.join(args.shared_dir, "text/tinystories_valid_head.txt")
+    if os.path.exists(story_path):
+        with open(story_path, encoding="utf-8") as f:
+            story = [f.read()]
+        report.check("llama3 (tiktoken) on tinystories_valid_head.txt", ["tinystories"],
+                     [encoding.encode(story[0], disallowed_special=())], tool.encode(llama3, story, False, False))
+        llama2 = os.path.join(src, "models/tokenizers/llama2/tokenizer.model")
+        sp = sentencepiece.SentencePieceProcessor(model_file=llama2)
+        report.check("llama2 (sentencepiece) on tinystories_valid_head.txt", ["tinystories"],
+                     [sp.encode(story[0])], tool.encode(llama2, story, False, False))
+    else:
+        report.lines.append(f"{story_path} not present, large-text check skipped")
+
     print("\n".join(report.lines))
     if report.failed:
         print("FAILED: kuiper differs from a reference (first difference shown above)")

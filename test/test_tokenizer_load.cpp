@@ -71,6 +71,14 @@ TEST(LoadTokenizer, GarbageTiktokenLineNamesTheLine) {
                StatusCode::kInvalidFormat, "line 301: expected");
 }
 
+TEST(LoadTokenizer, TruncatedSentencePieceModel) {
+  std::ifstream in(test::source_path("models/stories260K/tok512.model"), std::ios::binary);
+  const std::string model((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string dir = test::scratch_dir("load_tokenizer_sentencepiece");
+  expect_error(load_tokenizer(write_file(dir, "tokenizer.model", model.substr(0, model.size() / 2))),
+               StatusCode::kInvalidFormat, "not a valid SentencePiece model");
+}
+
 TEST(LoadTokenizer, BrokenJson) {
   const std::string dir = test::scratch_dir("load_tokenizer_json");
   expect_error(load_tokenizer(write_file(dir, "tokenizer.json", "{\"model\": [1, 2")),

@@ -114,9 +114,9 @@ class SentencePieceTokenizer final : public Tokenizer {
         starts_with_space_symbol_[id] = piece.starts_with(kSpaceSymbol);
       }
     }
-    // Whether the decoder drops that leading space depends on flags of the model proto, which
-    // the installed headers do not expose; decoding one "▁..." piece alone shows it directly.
-    strips_dummy_prefix_ = false;
+    // Whether the decoder drops the dummy-prefix space of the first piece depends on flags of
+    // the model proto, which the installed headers do not expose; decoding one "▁..." piece
+    // alone shows it directly.
     for (int id = 0; id < n; ++id) {
       if (starts_with_space_symbol_[id]) {
         strips_dummy_prefix_ = processor_.DecodeIds({id}).size() < surfaces_[id].size();
@@ -128,7 +128,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   sentencepiece::SentencePieceProcessor processor_;
   std::vector<std::string> surfaces_;
   std::vector<bool> starts_with_space_symbol_;
-  bool strips_dummy_prefix_ = true;
+  bool strips_dummy_prefix_ = false;
   SpecialTokens specials_;
 };
 
