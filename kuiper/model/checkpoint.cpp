@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "kuiper/model/hf_checkpoint.h"
 #include "kuiper/model/quantized_formats.h"
 
 namespace kuiper {
@@ -10,7 +11,8 @@ namespace {
 // Every format kuiper reads, in the order auto-detection tries them. Formats whose detection
 // is weakest (no magic number) come last.
 std::vector<const CheckpointFormat*> all_formats() {
-  return {&llama2c_v1_format(), &llama2c_v2_format(), &kuiperllama_v3_format(), &llama2c_v0_format()};
+  return {&hf_safetensors_format(), &llama2c_v1_format(), &llama2c_v2_format(), &kuiperllama_v3_format(),
+          &llama2c_v0_format()};
 }
 
 }  // namespace
@@ -57,6 +59,11 @@ std::vector<std::string> checkpoint_format_names() {
 }
 
 StatusOr<Checkpoint> load_checkpoint(const std::string& path, const LoadOptions& options) {
+  // A directory is a Hugging Face model (config.json + safetensors); files go by their content.
+  if (std::filesystem::is_directory(path) &&
+      (options.format == "auto" || options.format == hf_safetensors_format().name)) {
+    return load_hf_checkpoint(path);
+  }
   KUIPER_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
   const auto formats = all_formats();
   if (options.format != "auto") {

@@ -1,0 +1,194 @@
+#include "kuiper/model/hf_config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace kuiper {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads typed fields of one JSON object, with errors naming the config and the key.
+class Fields {
+ public:
+  Fields(const json& object, const std::string& source) : object_(object), source_(source) {}
+
+  bool has(const char* key) const { return object_.contains(key) && !object_.at(key).is_null(); }
+  const json& at(const char* key) const { return object_.at(key); }
+
+  StatusOr<int> integer(const char* key) const {
+    if (!has(key)) return error(std::string("missing ") + key);
+    return as_int(at(key), key);
+  }
+  StatusOr<int> integer_or(const char* key, int fallback) const {
+    return has(key) ? as_int(at(key), key) : StatusOr<int>(fallback);
+  }
+  StatusOr<float> number(const char* key) const {
+    if (!has(key)) return error(std::string("missing ") + key);
+    if (!at(key).is_number()) return error(std::string(key) + " is not a number");
+    return static_cast<float>(at(key).get<double>());
+  }
+  StatusOr<float> number_or(const char* key, float fallback) const {
+    return has(key) ? number(key) : StatusOr<float>(fallback);
+  }
+  StatusOr<bool> boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!at(key).is_boolean()) return error(std::string(key) + " is not true or false");
+    return at(key).get<bool>();
+  }
+  StatusOr<std::string> string_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!at(key).is_string()) return error(std::string(key) + " is not a string");
+    return at(key).get<std::string>();
+  }
+  // An id or a list of ids (eos_token_id may be either); null gives an empty list.
+  StatusOr<std::vector<int32_t>> ids_or(const char* key, std::vector<int32_t> fallback) const {
+    if (!object_.contains(key)) return fallback;
+    const json& value = at(key);
+    if (value.is_null()) return std::vector<int32_t>{};
+    if (!value.is_array()) {
+      KUIPER_ASSIGN_OR_RETURN(int id, as_int(value, key));
+      return std::vector<int32_t>{id};
+    }
+    std::vector<int32_t> ids;
+    for (const json& v : value) {
+      KUIPER_ASSIGN_OR_RETURN(int id, as_int(v, key));
+      ids.push_back(id);
+    }
+    return ids;
+  }
+
+  Status error(const std::string& what) const { return invalid_format(source_ + ": " + what); }
+
+ private:
+  StatusOr<int> as_int(const json& value, const char* key) const {
+    if (!value.is_number_integer() || value.get<int64_t>() < std::numeric_limits<int32_t>::min() ||
+        value.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return error(std::string(key) + " is not a 32-bit integer (" + value.dump() + ")");
+    }
+    return static_cast<int>(value.get<int64_t>());
+  }
+
+  const json& object_;
+  const std::string& source_;
+};
+
+Status check_architecture(const Fields& root, const std::string& source) {
+  KUIPER_ASSIGN_OR_RETURN(std::string model_type, root.string_or("model_type", ""));
+  bool causal_lm = false;
+  if (root.has("architectures")) {
+    const json& list = root.at("architectures");
+    causal_lm = list.is_array() && std::find(list.begin(), list.end(), json("LlamaForCausalLM")) != list.end();
+    if (!causal_lm) {
+      return unsupported(source + ": architectures " + list.dump() + " is not LlamaForCausalLM");
+    }
+  }
+  if (!model_type.empty() && model_type != "llama") {
+    return unsupported(source + ": model_type '" + model_type + "' is not supported (kuiper runs 'llama')");
+  }
+  if (model_type.empty() && !causal_lm) {
+    return invalid_format(source + ": neither model_type nor architectures says this is a LLaMA model");
+  }
+  KUIPER_ASSIGN_OR_RETURN(std::string activation, root.string_or("hidden_act", "silu"));
+  if (activation != "silu") return unsupported(source + ": hidden_act '" + activation + "' is not supported (silu only)");
+  for (const char* bias : {"attention_bias", "mlp_bias"}) {
+    KUIPER_ASSIGN_OR_RETURN(bool has_bias, root.boolean_or(bias, false));
+    if (has_bias) return unsupported(source + ": " + bias + " is true; kuiper's LLaMA has no biases");
+  }
+  return ok_status();
+}
+
+// RoPE θ and scaling. transformers 5 writes everything into "rope_parameters"; transformers 4
+// wrote "rope_theta" at the top level and the scaling (or null) into "rope_scaling".
+Status read_rope(const json& root_json, const Fields& root, const std::string& source, LlamaConfig& c) {
+  const char* rope_key = root.has("rope_parameters") ? "rope_parameters"
+                         : root.has("rope_scaling")  ? "rope_scaling" : nullptr;
+  static const json kNoRope = json::object();
+  const json& rope_json = rope_key ? root_json.at(rope_key) : kNoRope;
+  if (!rope_json.is_object()) return root.error(std::string(rope_key) + " is not an object");
+  const Fields rope(rope_json, source);
+
+  KUIPER_ASSIGN_OR_RETURN(float top_theta, root.number_or("rope_theta", 10000.f));
+  KUIPER_ASSIGN_OR_RETURN(c.rope_theta, rope.number_or("rope_theta", top_theta));
+  for (const Fields* where : {&root, &rope}) {
+    KUIPER_ASSIGN_OR_RETURN(float partial, where->number_or("partial_rotary_factor", 1.f));
+    if (partial != 1.f) return unsupported(source + ": partial_rotary_factor " + std::to_string(partial) + " is not supported");
+  }
+
+  KUIPER_ASSIGN_OR_RETURN(std::string old_type, rope.string_or("type", "default"));
+  KUIPER_ASSIGN_OR_RETURN(std::string type, rope.string_or("rope_type", old_type));
+  if (type == "default") return ok_status();
+  if (type != "llama3") {
+    return unsupported(source + ": rope type '" + type + "' is not supported (default and llama3 are)");
+  }
+  // Same parameters and defaults as transformers' _compute_llama3_parameters.
+  RopeScaling& s = c.rope_scaling;
+  s.enabled = true;
+  KUIPER_ASSIGN_OR_RETURN(s.factor, rope.number("factor"));
+  KUIPER_ASSIGN_OR_RETURN(s.low_freq_factor, rope.number("low_freq_factor"));
+  KUIPER_ASSIGN_OR_RETURN(s.high_freq_factor, rope.number("high_freq_factor"));
+  KUIPER_ASSIGN_OR_RETURN(s.original_max_positions,
+                          rope.integer_or("original_max_position_embeddings", c.max_seq_len));
+  return ok_status();
+}
+
+Status read_dimensions(const Fields& root, const std::string& source, LlamaConfig& c) {
+  KUIPER_ASSIGN_OR_RETURN(c.dim, root.integer("hidden_size"));
+  KUIPER_ASSIGN_OR_RETURN(c.hidden_dim, root.integer("intermediate_size"));
+  KUIPER_ASSIGN_OR_RETURN(c.n_layers, root.integer("num_hidden_layers"));
+  KUIPER_ASSIGN_OR_RETURN(c.n_heads, root.integer("num_attention_heads"));
+  // transformers' defaults where a field may be left out.
+  KUIPER_ASSIGN_OR_RETURN(c.n_kv_heads, root.integer_or("num_key_value_heads", c.n_heads));
+  KUIPER_ASSIGN_OR_RETURN(c.vocab_size, root.integer("vocab_size"));
+  KUIPER_ASSIGN_OR_RETURN(c.max_seq_len, root.integer_or("max_position_embeddings", 2048));
+  KUIPER_ASSIGN_OR_RETURN(c.norm_eps, root.number_or("rms_norm_eps", 1e-6f));
+  KUIPER_ASSIGN_OR_RETURN(c.shared_classifier, root.boolean_or("tie_word_embeddings", false));
+  if (root.has("head_dim") && c.n_heads > 0) {
+    KUIPER_ASSIGN_OR_RETURN(int head_dim, root.integer("head_dim"));
+    if (static_cast<int64_t>(head_dim) * c.n_heads != c.dim) {
+      return unsupported(source + ": head_dim " + std::to_string(head_dim) + " is not hidden_size / num_attention_heads (" +
+                         std::to_string(c.dim) + " / " + std::to_string(c.n_heads) + "); kuiper needs them equal");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<LlamaConfig> parse_hf_llama_config(const std::string& json_text, const std::string& source) {
+  json root_json;
+  try {
+    root_json = json::parse(json_text);
+  } catch (const json::exception& e) {
+    return invalid_format(source + ": not valid JSON: " + e.what());
+  }
+  if (!root_json.is_object()) return invalid_format(source + ": not a JSON object");
+  const Fields root(root_json, source);
+  KUIPER_RETURN_IF_ERROR(check_architecture(root, source));
+
+  LlamaConfig c;
+  KUIPER_RETURN_IF_ERROR(read_dimensions(root, source, c));
+  KUIPER_RETURN_IF_ERROR(read_rope(root_json, root, source, c));
+  KUIPER_ASSIGN_OR_RETURN(std::vector<int32_t> bos, root.ids_or("bos_token_id", {1}));
+  c.bos_id = bos.empty() ? -1 : bos.front();
+  KUIPER_ASSIGN_OR_RETURN(c.eos_ids, root.ids_or("eos_token_id", {2}));
+
+  Status valid = c.validate();
+  if (!valid.ok()) return Status(valid.code(), source + ": " + valid.message());
+  return c;
+}
+
+StatusOr<LlamaConfig> load_hf_llama_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return io_error(path + ": read failed");
+  return parse_hf_llama_config(text.str(), path);
+}
+
+}  // namespace kuiper
