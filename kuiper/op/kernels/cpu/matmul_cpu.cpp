@@ -1,5 +1,7 @@
 // out[T, rows] = in[T, cols] · Wᵀ on the CPU.
-// fp32 goes through Armadillo to OpenBLAS (GEMV for decode, GEMM for prefill). fp16/bf16
+// fp32 prefill goes through Armadillo to OpenBLAS GEMM. fp32 decode (one row) uses our own
+// GEMV: it threads only when the matrix is large enough to pay for it, which keeps tiny models
+// free of thread wake-ups and large ones streaming weights from both cores. fp16/bf16
 // weights are widened row by row inside the dot product, so a half-precision checkpoint
 // stays half the size in memory.
 #include <armadillo>
@@ -42,21 +44,50 @@ void matmul_half_impl(const float* in, const uint16_t* w, float* out, int64_t to
   }
 }
 
+// y[rows] = W[rows, cols] · x, four rows at a time so that each load of x feeds four
+// independent accumulators.
+void gemv_fp32(const float* w, const float* x, float* y, int64_t rows, int64_t cols) {
+  const int64_t blocks = rows / 4;
+#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 17))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* w0 = w + 4 * b * cols;
+    const float* w1 = w0 + cols;
+    const float* w2 = w1 + cols;
+    const float* w3 = w2 + cols;
+    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (int64_t c = 0; c < cols; ++c) {
+      s0 += w0[c] * x[c];
+      s1 += w1[c] * x[c];
+      s2 += w2[c] * x[c];
+      s3 += w3[c] * x[c];
+    }
+    y[4 * b] = s0;
+    y[4 * b + 1] = s1;
+    y[4 * b + 2] = s2;
+    y[4 * b + 3] = s3;
+  }
+  for (int64_t r = 4 * blocks; r < rows; ++r) {
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < cols; ++c) s += w[r * cols + c] * x[c];
+    y[r] = s;
+  }
+}
+
 }  // namespace
 
 Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, Stream) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kFP32, "matmul weight"));
   KUIPER_RETURN_IF_ERROR(check_matmul(in, weight, out));
   const arma::uword rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
-  // Row-major W[rows, cols] is column-major [cols, rows]; likewise for activations.
-  const arma::fmat w(weight.values.data<float>(), cols, rows, /*copy_aux_mem=*/false, true);
-  const arma::fmat x(in.data<float>(), cols, tokens, false, true);
-  arma::fmat y(out.data<float>(), rows, tokens, false, true);
   if (tokens == 1) {
-    const arma::fvec xv(in.data<float>(), cols, false, true);
-    arma::fvec yv(out.data<float>(), rows, false, true);
-    yv = w.t() * xv;
+    gemv_fp32(weight.values.data<float>(), in.data<float>(), out.data<float>(), rows, cols);
   } else {
+    // Row-major W[rows, cols] is column-major [cols, rows]; likewise for activations.
+    const arma::fmat w(weight.values.data<float>(), cols, rows, /*copy_aux_mem=*/false, true);
+    const arma::fmat x(in.data<float>(), cols, tokens, false, true);
+    arma::fmat y(out.data<float>(), rows, tokens, false, true);
     y = w.t() * x;
   }
   return ok_status();
