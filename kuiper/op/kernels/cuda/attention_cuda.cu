@@ -15,7 +15,6 @@ namespace {
 // of at least kMinSplitRows rows and at most kMaxSplits ranges; blocks past the length exit at
 // once, which costs far less than the parallelism short ranges give long contexts.
 constexpr int kMinSplitRows = 64;
-constexpr int kMaxSplits = 1024;
 constexpr int kMaxGridZ = 65535;
 
 template <typename T>
@@ -65,8 +64,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention");
   if (p.splits > 1) {
     const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));
-    const int threads = std::min(kMaxHeadDim, (shape.head_dim + 31) / 32 * 32);
-    attention_combine_kernel<<<combine_grid, threads, 0, stream>>>(
+    attention_combine_kernel<<<combine_grid, kCombineThreads, 0, stream>>>(
         p.partial_out, p.partial_max_sum, p.positions, context, shape.n_heads, shape.head_dim,
         p.span, p.splits, p.out);
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention combine");

@@ -16,6 +16,8 @@
 
 #include <cuda_pipeline.h>
 
+#include <cub/block/block_reduce.cuh>
+
 #include <cstdint>
 
 #include "kuiper/op/kernels/cuda/element_types.cuh"
@@ -28,6 +30,9 @@ inline constexpr int kMaxGroup = 8;          // query heads per block
 inline constexpr int kMaxHeadDim = 256;      // 2 * kAttentionThreads: one pair per thread
 inline constexpr int kMaxTileRows = 64;      // cache rows per shared-memory tile
 inline constexpr int kTileBytes = 16 << 10;  // per tile of K (and of V)
+inline constexpr int kRowsPerPass = 4;       // score rows a warp reduces together
+inline constexpr int kMaxSplits = 1024;      // decode ranges per (query row, KV head)
+inline constexpr int kCombineThreads = 512;
 
 template <typename T>
 struct AttentionParams {
@@ -138,25 +143,43 @@ __global__ void __launch_bounds__(kAttentionThreads)
     __pipeline_wait_prior(1);  // this thread's K copies have landed
     __syncthreads();           // everyone's have, and q_s is written
 
-    // Scores: one warp per row, pairs of elements per lane.
-    for (int r = warp; r < rows; r += kAttentionWarps) {
-      float dot[kMaxGroup] = {};
+    // Scores: one warp per row, pairs of elements per lane; kRowsPerPass rows at a time so
+    // that their shuffle reductions overlap instead of running back to back.
+    for (int r0 = warp * kRowsPerPass; r0 < rows; r0 += kAttentionWarps * kRowsPerPass) {
+      float dot[kRowsPerPass][kMaxGroup] = {};
       for (int pair = lane; pair < pairs; pair += 32) {
-        const float2 kv = load_pair(k_s + r * hd + 2 * pair);
+        float2 kv[kRowsPerPass];
+#pragma unroll
+        for (int r = 0; r < kRowsPerPass; ++r) {
+          // Rows past the tile read row 0 again (valid memory); their sums are not stored.
+          kv[r] = load_pair(k_s + (r0 + r < rows ? r0 + r : 0) * hd + 2 * pair);
+        }
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) {
           if (g >= heads) break;
           const float2 qv = *reinterpret_cast<const float2*>(&q_s[g * hd + 2 * pair]);
-          dot[g] += qv.x * kv.x + qv.y * kv.y;
+#pragma unroll
+          for (int r = 0; r < kRowsPerPass; ++r) dot[r][g] += qv.x * kv[r].x + qv.y * kv[r].y;
         }
       }
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
         if (g >= heads) break;
-        float d = dot[g];
 #pragma unroll
-        for (int offset = 16; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
-        if (lane == 0) score_s[g][r] = d;
+        for (int offset = 16; offset > 0; offset /= 2) {
+#pragma unroll
+          for (int r = 0; r < kRowsPerPass; ++r) {
+            dot[r][g] += __shfl_xor_sync(0xffffffffu, dot[r][g], offset);
+          }
+        }
+        if (lane < kRowsPerPass && r0 + lane < rows) {
+          // Lane r stores row r: a register array indexed by a run-time value would spill, so
+          // pick the value with compile-time indices.
+          float mine = dot[0][g];
+#pragma unroll
+          for (int r = 1; r < kRowsPerPass; ++r) mine = lane == r ? dot[r][g] : mine;
+          score_s[g][r0 + lane] = mine;
+        }
       }
     }
     __syncthreads();
@@ -199,6 +222,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
         acc[g].x *= rescale_s[g];
         acc[g].y *= rescale_s[g];
       }
+#pragma unroll 4
       for (int r = row_slot; r < rows; r += row_slots) {
         const float2 vv = load_pair(v_s + r * hd + 2 * my_pair);
 #pragma unroll
@@ -243,26 +267,59 @@ __global__ void __launch_bounds__(kAttentionThreads)
   }
 }
 
+struct MaxOf {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
 // Merges the splits of one (query row, head): out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M).
-// Block (head, t); one thread per output dimension.
-__global__ void attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
-                                         const int32_t* positions, int64_t context, int n_heads,
-                                         int head_dim, int span, int splits, float* out) {
-  const int head = blockIdx.x, t = blockIdx.y;
+// Block (head, t). The split weights are computed once into shared memory; then each thread
+// sums one output dimension over a strided subset of the splits (several loads in flight),
+// and the subsets are added up through shared memory.
+__global__ void __launch_bounds__(kCombineThreads)
+    attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
+                             const int32_t* positions, int64_t context, int n_heads,
+                             int head_dim, int span, int splits, float* out) {
+  using Reduce = cub::BlockReduce<float, kCombineThreads>;
+  __shared__ typename Reduce::TempStorage reduce_storage;
+  __shared__ float weight_s[kMaxSplits];
+  __shared__ float sums_s[kCombineThreads];
+  __shared__ float global_max_s, denominator_s;
+  const int head = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
   const int64_t length = attended_length(positions, t, context);
   const int used = static_cast<int>((length + span - 1) / span);
   const int64_t head_row = static_cast<int64_t>(t) * n_heads + head;
-  const float* ms = partial_max_sum + head_row * splits * 2;
-  float global_max = -INFINITY;
-  for (int s = 0; s < used; ++s) global_max = fmaxf(global_max, ms[2 * s]);
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float numerator = 0.f, denominator = 0.f;
-    for (int s = 0; s < used; ++s) {
-      const float w = expf(ms[2 * s] - global_max);
-      numerator += partial_out[(head_row * splits + s) * head_dim + d] * w;
-      denominator += ms[2 * s + 1] * w;
-    }
-    out[head_row * head_dim + d] = used > 0 ? numerator / denominator : 0.f;
+  const float* max_sum = partial_max_sum + head_row * splits * 2;
+
+  float local_max = -INFINITY;
+  for (int s = tid; s < used; s += kCombineThreads) local_max = fmaxf(local_max, max_sum[2 * s]);
+  const float block_max = Reduce(reduce_storage).Reduce(local_max, MaxOf{});
+  if (tid == 0) global_max_s = block_max;
+  __syncthreads();
+  float local_denominator = 0.f;
+  for (int s = tid; s < used; s += kCombineThreads) {
+    const float w = expf(max_sum[2 * s] - global_max_s);
+    weight_s[s] = w;
+    local_denominator += max_sum[2 * s + 1] * w;
+  }
+  __syncthreads();  // reduce_storage is reused
+  const float denominator = Reduce(reduce_storage).Sum(local_denominator);
+  if (tid == 0) denominator_s = denominator;
+  __syncthreads();
+
+  const int phases = kCombineThreads / head_dim;  // head_dim <= kMaxHeadDim < threads
+  const int d = tid % head_dim, phase = tid / head_dim;
+  float numerator = 0.f;
+  if (phase < phases) {
+    const float* o = partial_out + head_row * splits * head_dim + d;
+#pragma unroll 8
+    for (int s = phase; s < used; s += phases) numerator += o[static_cast<int64_t>(s) * head_dim] * weight_s[s];
+  }
+  sums_s[tid] = numerator;
+  __syncthreads();
+  if (tid < head_dim) {
+    float total = 0.f;
+    for (int k = 0; k < phases; ++k) total += sums_s[k * head_dim + tid];
+    out[head_row * head_dim + tid] = used > 0 ? total / denominator_s : 0.f;
   }
 }
 

@@ -15,7 +15,7 @@
 namespace kuiper::op::cuda {
 
 inline constexpr int kGemvWarps = 8;  // rows per block
-inline constexpr int kGemvUnroll = 8;  // per buffer; two buffers in flight
+inline constexpr int kGemvUnroll = 8;  // loads per lane per buffer; two buffers
 
 // Dot product of 16 bytes of weights (8 halves or 4 floats) with the matching fp32 inputs.
 __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __nv_bfloat16*) {
@@ -87,10 +87,17 @@ __device__ __forceinline__ float dot_batch(const uint4 (&w)[kUnroll], const floa
   return sum;
 }
 
+// Where a warp is in its weight stream: a row and a batch within it.
+struct GemvCursor {
+  int row, batch;
+};
+
 // Rows start 16-byte aligned and hold a whole number of 16-byte chunks. The grid is sized to
 // the number of blocks that fit on the GPU at once (gemv_stream_blocks); each warp then walks
 // rows warp, warp + all warps, ... so that every warp streams without pause until the matrix
-// is done, instead of paying a round trip per short-lived block.
+// is done, instead of paying a round trip per short-lived block. Two register buffers take
+// turns (a copy between them would wait for the loads): while one batch is summed, the next
+// is on its way.
 template <typename T, int kUnroll = kGemvUnroll>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_stream_kernel(const T* __restrict__ w, const float* __restrict__ x,
@@ -100,39 +107,44 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const int chunks = cols / kElems, per_batch = 32 * kUnroll;
   const int batches = (chunks + per_batch - 1) / per_batch;
   const int all_warps = gridDim.x * kGemvWarps;
-  int row = blockIdx.x * kGemvWarps + threadIdx.x / 32;
-  if (row >= rows || batches == 0) return;
+  const GemvCursor first{static_cast<int>(blockIdx.x) * kGemvWarps + static_cast<int>(threadIdx.x) / 32, 0};
+  if (first.row >= rows || batches == 0) return;
   const uint4* w16 = reinterpret_cast<const uint4*>(w);
   const float4* x16 = reinterpret_cast<const float4*>(x);
-  int batch = 0;
-  uint4 current[kUnroll], next[kUnroll];
-  load_batch<T>(current, w16 + static_cast<int64_t>(row) * chunks, lane, chunks);
+  const auto advance = [&](GemvCursor c) {
+    return c.batch + 1 < batches ? GemvCursor{c.row, c.batch + 1}
+                                 : GemvCursor{c.row + all_warps, 0};
+  };
+  const auto load = [&](uint4 (&dst)[kUnroll], GemvCursor c) {
+    load_batch<T>(dst, w16 + static_cast<int64_t>(c.row) * chunks, c.batch * per_batch + lane,
+                  chunks);
+  };
   float sum = 0.f;
-  for (;;) {
-    int next_row = row, next_batch = batch + 1;
-    if (next_batch == batches) {
-      next_batch = 0;
-      next_row += all_warps;
-    }
-    const bool more = next_row < rows;
-    if (more) {
-      load_batch<T>(next, w16 + static_cast<int64_t>(next_row) * chunks,
-                    next_batch * per_batch + lane, chunks);
-    }
-    sum += dot_batch<T>(current, x16, batch * per_batch + lane, chunks);
-    if (next_batch == 0) {  // row finished
+  // Adds a loaded batch; at a row's last batch, reduces across the warp and writes.
+  const auto consume = [&](const uint4 (&src)[kUnroll], GemvCursor c) {
+    sum += dot_batch<T>(src, x16, c.batch * per_batch + lane, chunks);
+    if (c.batch + 1 == batches) {
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2) {
         sum += __shfl_xor_sync(0xffffffffu, sum, offset);
       }
-      if (lane == 0) y[row] = sum;
+      if (lane == 0) y[c.row] = sum;
       sum = 0.f;
     }
-    if (!more) break;
-    row = next_row;
-    batch = next_batch;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) current[u] = next[u];
+  };
+  uint4 even[kUnroll], odd[kUnroll];
+  GemvCursor at = first;
+  load(even, at);
+  for (;;) {
+    const GemvCursor next = advance(at);
+    if (next.row < rows) load(odd, next);
+    consume(even, at);
+    if (next.row >= rows) break;
+    const GemvCursor after = advance(next);
+    if (after.row < rows) load(even, after);
+    consume(odd, next);
+    if (after.row >= rows) break;
+    at = after;
   }
 }
 
