@@ -53,7 +53,8 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   KUIPER_ASSIGN_OR_RETURN(allocator_, allocator_for(device_));
 
   if (options.context < 0) return invalid_argument("context length must be positive");
-  context_ = options.context == 0 ? config_.max_seq_len : options.context;
+  context_ = options.context == 0 ? std::min(config_.max_seq_len, ModelOptions::kDefaultContext)
+                                  : options.context;
   if (context_ > config_.max_seq_len) {
     return invalid_argument("context " + std::to_string(context_) + " exceeds the model's maximum of " +
                             std::to_string(config_.max_seq_len) + " positions");

@@ -18,8 +18,10 @@ struct ModelOptions {
   DeviceType device = DeviceType::kCPU;
   // Matmul weight dtype; default: as stored on the CPU, bf16 on CUDA.
   std::optional<DataType> weight_dtype;
-  // Positions the KV cache holds; 0 = the model's max_seq_len.
+  // Positions the KV cache holds; 0 = the model's max_seq_len, capped at kDefaultContext so that
+  // a model trained for 128K positions does not take gigabytes of cache unasked.
   int context = 0;
+  static constexpr int kDefaultContext = 4096;
   // Largest number of positions one forward pass processes; longer prompts run in chunks.
   int max_batch = 256;
   // On CUDA, record the decode step once as a CUDA graph and replay it for every token.
