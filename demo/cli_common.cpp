@@ -4,6 +4,9 @@
 #include <iostream>
 #include <random>
 
+#include "kuiper/model/checkpoint_convert.h"
+#include "kuiper/model/int8_quantize.h"
+
 namespace kuiper::cli {
 namespace fs = std::filesystem;
 namespace {
@@ -36,9 +39,15 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
   app.add_option("--format", flags.format, "checkpoint format (default: recognised from the file)")
       ->check(CLI::IsMember(checkpoint_format_names()));
   app.add_option("--device", flags.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--dtype", flags.dtype, "weight dtype: fp32, fp16, bf16 (default: fp32 on cpu, bf16 on cuda)")
+  app.add_option("--dtype", flags.dtype, "weight dtype: fp32, fp16, bf16, int8 (default: as stored on cpu, bf16 on cuda)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
-  app.add_option("-c,--context", flags.context, "context length in tokens (default: the model's maximum)")
+  app.add_option_function<std::string>(
+         "--quant", [&flags](const std::string& q) { if (q == "int8") flags.dtype = "int8"; },
+         "int8: same as --dtype int8; none: weights as --dtype says")
+      ->check(CLI::IsMember({"int8", "none"}));
+  app.add_option("--group-size", flags.group_size, "int8 weights per scale (default: as stored, or 64)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("-c,--context", flags.context, "context length in tokens (default: the model's maximum, at most 4096)")
       ->check(CLI::Range(1, 1 << 24));
   if (!sampling) return;
   app.add_option("--temp", flags.sampler.temperature, "sampling temperature, 0 = greedy")
@@ -83,6 +92,14 @@ StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
     return invalid_argument("tokenizer " + loaded.tokenizer_path + " has " +
                             std::to_string(loaded.tokenizer->vocab_size()) + " tokens but the model " +
                             loaded.model_path + " expects " + std::to_string(checkpoint.config.vocab_size));
+  }
+  if (options.weight_dtype == DataType::kINT8) {
+    // Quantized here rather than by the model so that --group-size applies; matrices already
+    // int8 in that group size are kept as stored.
+    const int stored_group = checkpoint.weights.layers.front().wq.group_size;
+    const int group = flags.group_size > 0 ? flags.group_size : stored_group > 0 ? stored_group
+                                                                  : kDefaultInt8GroupSize;
+    KUIPER_ASSIGN_OR_RETURN(checkpoint, convert_checkpoint(checkpoint, {DataType::kINT8, group}));
   }
   loaded.format = checkpoint.format;
   KUIPER_ASSIGN_OR_RETURN(loaded.model, LlamaModel::create(checkpoint, options));

@@ -20,12 +20,14 @@ struct ModelFlags {
   std::string format = "auto";
   std::string device = "cpu";
   std::string dtype;      // empty = the device's default
+  int group_size = 0;     // int8 weights per scale when quantizing at load; 0 = as stored or 64
   int context = 0;        // 0 = the model's maximum
   SamplerConfig sampler{1.0f, 0.9f, 0, 0};
   std::optional<uint64_t> seed;
 };
 
-// Adds -m/-t/--format/--device/--dtype/-c and, when `sampling`, --temp/--top-p/--top-k/--seed.
+// Adds -m/-t/--format/--device/--dtype (alias --quant int8)/--group-size/-c and, when
+// `sampling`, --temp/--top-p/--top-k/--seed.
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling = true);
 
 struct LoadedModel {

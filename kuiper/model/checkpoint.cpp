@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "kuiper/model/hf_checkpoint.h"
+#include "kuiper/model/kuiper_checkpoint.h"
 #include "kuiper/model/quantized_formats.h"
 
 namespace kuiper {
@@ -11,8 +12,9 @@ namespace {
 // Every format kuiper reads, in the order auto-detection tries them. Formats whose detection
 // is weakest (no magic number) come last.
 std::vector<const CheckpointFormat*> all_formats() {
-  return {&hf_safetensors_format(), &llama2c_v1_format(), &llama2c_v2_format(), &kuiperllama_v3_format(),
-          &llama2c_v0_format()};
+  // kuiper's own files are safetensors too: their format must be tried before the generic one.
+  return {&kuiper_format(), &hf_safetensors_format(), &llama2c_v1_format(), &llama2c_v2_format(),
+          &kuiperllama_v3_format(), &llama2c_v0_format()};
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kuiper/model/llama_config.h"
 #include "kuiper/model/llama_weights.h"
 
 namespace kuiper {
@@ -20,6 +21,14 @@ struct NamedVector {
   std::string name;
   Tensor* tensor;
 };
+
+struct MatrixSpec {
+  std::string name;
+  int64_t rows, cols;
+};
+
+// Names and shapes of the matrices a model of config `c` has, in named_matrices' order.
+std::vector<MatrixSpec> matrix_specs(const LlamaConfig& c);
 
 // Every matrix once: the embedding, each layer's wq wk wv wo w1 w2 w3, and the classifier
 // unless it is shared (then it is the embedding and is not listed again).

@@ -1,0 +1,100 @@
+// llama_perplexity: how well a model predicts a text file — exp of the mean negative
+// log-likelihood of every next token. The text is tokenized once and cut into windows of the
+// context length; each window starts with BOS and is run in one forward_all pass, and every
+// text token in it is scored given the tokens before it in its window.
+//   llama_perplexity -f text.txt
+//   llama_perplexity -m model.bin -f text.txt --dtype int8 -c 256 --max-tokens 20000
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli_common.h"
+
+namespace kuiper {
+namespace {
+
+StatusOr<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot open text file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// −log softmax(logits)[target], in double precision.
+double negative_log_likelihood(const float* logits, int64_t vocab, int32_t target) {
+  const float max_logit = *std::max_element(logits, logits + vocab);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double{logits[i]} - max_logit);
+  return std::log(sum) - (double{logits[target]} - max_logit);
+}
+
+struct Score {
+  double total_nll = 0;
+  int64_t scored = 0;
+  double perplexity() const { return std::exp(total_nll / static_cast<double>(scored)); }
+};
+
+// Scores `text` (tokens without BOS) window by window.
+StatusOr<Score> score(LlamaModel& model, int32_t bos, const std::vector<int32_t>& text, int window) {
+  Score s;
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<int32_t> tokens;
+  for (size_t begin = 0; begin < text.size(); begin += window - 1) {
+    const size_t end = std::min(text.size(), begin + window - 1);
+    tokens.assign(1, bos);
+    tokens.insert(tokens.end(), text.begin() + begin, text.begin() + end);
+    KUIPER_ASSIGN_OR_RETURN(Tensor logits, model.forward_all(tokens, 0));
+    // Row i predicts tokens[i + 1].
+    for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+      s.total_nll += negative_log_likelihood(logits.data<float>() + i * vocab, vocab, tokens[i + 1]);
+      ++s.scored;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+}  // namespace kuiper
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  using namespace kuiper;
+
+  CLI::App app{"Perplexity of a model on a text file.", "llama_perplexity"};
+  cli::ModelFlags flags;
+  std::string text_path;
+  int64_t max_tokens = 0;
+  cli::add_model_flags(app, flags, /*sampling=*/false);
+  app.add_option("-f,--file", text_path, "text file to score")->required();
+  app.add_option("--max-tokens", max_tokens, "score only the first N tokens of the text (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
+
+  auto text = read_text(text_path);
+  if (!text.ok()) return cli::fail("llama_perplexity", text.status());
+  auto loaded = cli::load_model(flags);
+  if (!loaded.ok()) return cli::fail("llama_perplexity", loaded.status());
+  auto ids = loaded->tokenizer->encode(*text, {.add_bos = false});
+  if (!ids.ok()) return cli::fail("llama_perplexity", ids.status());
+  if (max_tokens > 0 && static_cast<int64_t>(ids->size()) > max_tokens) ids->resize(max_tokens);
+  const int window = loaded->model->context();
+  if (ids->empty() || window < 2) {
+    return cli::fail("llama_perplexity", invalid_argument("nothing to score: the text has no tokens or the context is under 2"));
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  auto result = score(*loaded->model, loaded->tokenizer->bos_id(), *ids, window);
+  if (!result.ok()) return cli::fail("llama_perplexity", result.status());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("model: %s (%s, weights %s)\n", loaded->model_path.c_str(), loaded->format.c_str(),
+              std::string(dtype_name(loaded->model->weight_dtype())).c_str());
+  std::printf("text: %s, %lld tokens scored in windows of %d\n", text_path.c_str(),
+              static_cast<long long>(result->scored), window);
+  std::printf("mean NLL %.5f nats/token, perplexity %.4f (%.1f s)\n", result->total_nll / result->scored,
+              result->perplexity(), secs);
+  return 0;
+}

@@ -1,0 +1,115 @@
+#include "kuiper/model/kuiper_checkpoint.h"
+
+#include <cstring>
+
+#include "kuiper/model/checkpoint_tensors.h"
+#include "kuiper/model/kuiper_metadata.h"
+#include "kuiper/model/safetensors.h"
+#include "kuiper/op/int8_weight.h"
+
+namespace kuiper {
+namespace {
+
+bool detect_kuiper(const std::shared_ptr<MappedFile>& file) {
+  uint64_t header_bytes = 0;
+  if (file->size() < sizeof(header_bytes)) return false;
+  std::memcpy(&header_bytes, file->data(), sizeof(header_bytes));
+  if (header_bytes > kMaxSafetensorsHeaderBytes || header_bytes > file->size() - sizeof(header_bytes)) return false;
+  const char* text = reinterpret_cast<const char*>(file->data()) + sizeof(header_bytes);
+  return header_bytes > 0 && text[0] == '{' && declares_kuiper_format(text, header_bytes);
+}
+
+// The tensor `name` with exactly `dtype` and `shape`.
+StatusOr<Tensor> expect_tensor(const SafetensorsFile& file, const std::string& name, DataType dtype,
+                               const Shape& shape) {
+  KUIPER_ASSIGN_OR_RETURN(Tensor t, file.tensor(name));
+  if (t.dtype() != dtype || t.shape() != shape) {
+    return invalid_format(file.path() + ": tensor " + name + " is " + t.describe() + ", expected " +
+                          std::string(dtype_name(dtype)) + shape_to_string(shape));
+  }
+  return t;
+}
+
+StatusOr<op::Weight> read_matrix(const SafetensorsFile& file, const MatrixSpec& spec, const WeightFormat& f) {
+  op::Weight w;
+  KUIPER_ASSIGN_OR_RETURN(w.values, expect_tensor(file, spec.name + ".weight", f.dtype, {spec.rows, spec.cols}));
+  if (f.dtype != DataType::kINT8) return w;
+  w.group_size = f.group_size;
+  if (spec.rows * spec.cols % f.group_size != 0) {
+    return invalid_format(file.path() + ": " + spec.name + " is not a whole number of groups of " +
+                          std::to_string(f.group_size));
+  }
+  KUIPER_ASSIGN_OR_RETURN(w.scales, expect_tensor(file, spec.name + ".scales", DataType::kFP32,
+                                                  {spec.rows * spec.cols / f.group_size}));
+  KUIPER_RETURN_IF_ERROR(op::check_int8_weight(w));
+  return w;
+}
+
+StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
+  KUIPER_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(mapped->path()));
+  KUIPER_ASSIGN_OR_RETURN(KuiperHeader h, parse_kuiper_metadata(file.metadata(), file.path()));
+  Checkpoint ckpt{h.config, {}, "kuiper v" + std::to_string(kKuiperFormatVersion) + " (" +
+                                    weight_format_name(h.weights) + ")", file.path()};
+  LlamaWeights& w = ckpt.weights;
+  w.layers.resize(h.config.n_layers);
+  const std::vector<MatrixSpec> specs = matrix_specs(h.config);
+  const std::vector<NamedMatrix> slots = named_matrices(w, h.config.shared_classifier);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    KUIPER_ASSIGN_OR_RETURN(*slots[i].weight, read_matrix(file, specs[i], h.weights));
+  }
+  if (h.config.shared_classifier) w.classifier = w.token_embedding;
+  for (const NamedVector& norm : named_norms(w)) {
+    KUIPER_ASSIGN_OR_RETURN(*norm.tensor, expect_tensor(file, norm.name + ".weight", DataType::kFP32, {h.config.dim}));
+  }
+  const size_t expected_tensors = specs.size() * (h.weights.dtype == DataType::kINT8 ? 2 : 1) + named_norms(w).size();
+  if (file.names().size() != expected_tensors) {
+    return invalid_format(file.path() + ": holds " + std::to_string(file.names().size()) +
+                          " tensors, a kuiper checkpoint of " + h.config.summary() + " has " +
+                          std::to_string(expected_tensors));
+  }
+  return ckpt;
+}
+
+// The one storage all matrices share, or why the checkpoint has none.
+StatusOr<WeightFormat> common_storage(Checkpoint& ckpt) {
+  std::optional<WeightFormat> common;
+  for (const NamedMatrix& m : named_matrices(ckpt.weights, ckpt.config.shared_classifier)) {
+    const WeightFormat f{m.weight->dtype(), m.weight->is_quantized() ? m.weight->group_size : 0};
+    if (f.dtype == DataType::kINT8) KUIPER_RETURN_IF_ERROR(op::check_int8_weight(*m.weight));
+    if (common && (common->dtype != f.dtype || common->group_size != f.group_size)) {
+      return invalid_argument("kuiper files store every matrix alike, but " + m.name + " is " +
+                              weight_format_name(f) + " and others " + weight_format_name(*common) +
+                              " (convert the checkpoint first)");
+    }
+    common = f;
+  }
+  return *common;
+}
+
+}  // namespace
+
+const CheckpointFormat& kuiper_format() {
+  static const CheckpointFormat format{kKuiperFormatName, detect_kuiper, load_kuiper};
+  return format;
+}
+
+Status save_kuiper(const Checkpoint& checkpoint, const std::string& path) {
+  KUIPER_RETURN_IF_ERROR(checkpoint.config.validate());
+  Checkpoint ckpt = checkpoint;  // views only; the name lists need a mutable one
+  KUIPER_ASSIGN_OR_RETURN(WeightFormat storage, common_storage(ckpt));
+  SafetensorsWriter writer;
+  for (const auto& [key, value] : kuiper_metadata(ckpt.config, storage)) writer.set_metadata(key, value);
+  for (const NamedMatrix& m : named_matrices(ckpt.weights, ckpt.config.shared_classifier)) {
+    KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".weight", m.weight->values));
+    if (m.weight->is_quantized()) KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".scales", m.weight->scales));
+  }
+  for (const NamedVector& norm : named_norms(ckpt.weights)) {
+    if (norm.tensor->dtype() != DataType::kFP32) {
+      return invalid_argument("kuiper files keep norms in fp32, " + norm.name + " is " + norm.tensor->describe());
+    }
+    KUIPER_RETURN_IF_ERROR(writer.add(norm.name + ".weight", *norm.tensor));
+  }
+  return writer.write(path);
+}
+
+}  // namespace kuiper

@@ -1,0 +1,17 @@
+// kuiper's own checkpoint format: a safetensors file with kuiper metadata (kuiper_metadata.h),
+// holding fp32/fp16/bf16 or int8 matrices. Tensors are used in place from the mapped file.
+#pragma once
+
+#include <string>
+
+#include "kuiper/model/checkpoint.h"
+
+namespace kuiper {
+
+const CheckpointFormat& kuiper_format();
+
+// Writes `checkpoint` whose matrices all share one storage (one float dtype, or int8 in one
+// group size; see convert_checkpoint) through `<path>.partial`, renamed when complete.
+Status save_kuiper(const Checkpoint& checkpoint, const std::string& path);
+
+}  // namespace kuiper

@@ -1,0 +1,144 @@
+// kuiper_export: re-store a checkpoint, quantized to int8 or in a float dtype.
+//   kuiper_export model.bin model-int8.kuiper --quant int8            # kuiper format, groups of 64
+//   kuiper_export model.bin model-q80.bin --quant int8 --out-format llama2c-v2 --group-size 32
+//   kuiper_export hf_model_dir/ model-bf16.kuiper --quant none --dtype bf16
+// Reads every format load_checkpoint reads. The output is written as OUT.partial and renamed
+// when complete; an error or Ctrl-C removes the partial file, so OUT is either whole or absent.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kuiper/model/checkpoint_convert.h"
+#include "kuiper/model/kuiper_checkpoint.h"
+#include "kuiper/model/llama2c_v2_writer.h"
+#include "kuiper/model/partial_file.h"
+
+namespace kuiper {
+namespace {
+
+// The partial output file, for the signal handler (which may only call async-signal-safe
+// functions, so the path is kept as a plain C string).
+char g_partial_path[4096];
+
+extern "C" void remove_partial_and_exit(int signal_number) {
+  unlink(g_partial_path);
+  _exit(128 + signal_number);
+}
+
+void install_interrupt_cleanup(const std::string& out_path) {
+  const std::string partial = PartialFile::partial_path(out_path);
+  std::snprintf(g_partial_path, sizeof(g_partial_path), "%s", partial.c_str());
+  std::signal(SIGINT, remove_partial_and_exit);
+  std::signal(SIGTERM, remove_partial_and_exit);
+}
+
+struct Flags {
+  std::string in, out, in_format = "auto", quant = "int8", dtype, out_format = "kuiper";
+  int group_size = 64;
+};
+
+StatusOr<WeightFormat> weight_format(const Flags& f) {
+  if (f.quant == "int8") {
+    if (!f.dtype.empty()) return invalid_argument("--dtype chooses an unquantized dtype; it does not go with --quant int8");
+    return WeightFormat{DataType::kINT8, f.group_size};
+  }
+  if (f.out_format == "llama2c-v2") return invalid_argument("llama2c-v2 files are int8: use --quant int8");
+  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16}) {
+    if ((f.dtype.empty() ? "fp32" : f.dtype) == dtype_name(d)) return WeightFormat{d, 0};
+  }
+  return invalid_argument("unknown --dtype " + f.dtype);
+}
+
+// One line per matrix, or a progress bar redrawn in place when stdout is a terminal.
+class ProgressReport {
+ public:
+  ProgressReport() : terminal_(isatty(fileno(stdout)) == 1) {}
+
+  void operator()(const MatrixProgress& p) {
+    if (p.max_error > worst_error_) {
+      worst_error_ = p.max_error;
+      worst_name_ = p.name;
+    }
+    if (terminal_) {
+      constexpr int kWidth = 30;
+      const int filled = kWidth * p.index / p.count;
+      std::printf("\r[%s%s] %d/%d %-24s", std::string(filled, '#').c_str(),
+                  std::string(kWidth - filled, '.').c_str(), p.index, p.count, p.name.c_str());
+      if (p.index == p.count) std::printf("\n");
+    } else {
+      std::printf("%d/%d %s max error %.3g\n", p.index, p.count, p.name.c_str(), p.max_error);
+    }
+    std::fflush(stdout);
+  }
+
+  double worst_error() const { return worst_error_; }
+  const std::string& worst_name() const { return worst_name_; }
+
+ private:
+  bool terminal_;
+  double worst_error_ = 0;
+  std::string worst_name_ = "-";
+};
+
+Status run(const Flags& flags) {
+  KUIPER_ASSIGN_OR_RETURN(WeightFormat format, weight_format(flags));
+  if (std::filesystem::absolute(flags.in) == std::filesystem::absolute(flags.out)) {
+    return invalid_argument("input and output are the same file");
+  }
+  KUIPER_ASSIGN_OR_RETURN(Checkpoint in, load_checkpoint(flags.in, {flags.in_format}));
+  std::printf("read %s: %s, %s\n", flags.in.c_str(), in.format.c_str(), in.config.summary().c_str());
+  ProgressReport report;
+  KUIPER_ASSIGN_OR_RETURN(Checkpoint out, convert_checkpoint(in, format, std::ref(report)));
+  if (format.dtype == DataType::kINT8) {
+    std::printf("largest quantization error of any group: %.6g (%s)\n", report.worst_error(),
+                report.worst_name().c_str());
+  }
+  install_interrupt_cleanup(flags.out);
+  KUIPER_RETURN_IF_ERROR(flags.out_format == "llama2c-v2" ? save_llama2c_v2(out, flags.out)
+                                                           : save_kuiper(out, flags.out));
+  std::error_code ec;
+  const auto in_bytes = std::filesystem::is_regular_file(flags.in) ? std::filesystem::file_size(flags.in, ec) : 0;
+  const auto out_bytes = std::filesystem::file_size(flags.out, ec);
+  std::printf("wrote %s: %s %s, %llu bytes", flags.out.c_str(), flags.out_format.c_str(),
+              weight_format_name(format).c_str(), static_cast<unsigned long long>(out_bytes));
+  if (in_bytes > 0) std::printf(" (%.3f x the input)", static_cast<double>(out_bytes) / in_bytes);
+  std::printf("\n");
+  return ok_status();
+}
+
+}  // namespace
+}  // namespace kuiper
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  using namespace kuiper;
+  CLI::App app{"Re-store a checkpoint quantized to int8 or in a float dtype.", "kuiper_export"};
+  Flags flags;
+  app.add_option("IN", flags.in, "checkpoint file or model directory")->required();
+  app.add_option("OUT", flags.out, "output file")->required();
+  app.add_option("--format", flags.in_format, "input format (default: recognised from the file)")
+      ->check(CLI::IsMember(checkpoint_format_names()));
+  app.add_option("--quant", flags.quant, "int8 (default) or none")->check(CLI::IsMember({"int8", "none"}));
+  app.add_option("--group-size", flags.group_size, "int8 weights per scale (default 64)")->check(CLI::PositiveNumber);
+  app.add_option("--dtype", flags.dtype, "dtype with --quant none: fp32 (default), fp16, bf16")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--out-format", flags.out_format, "kuiper (default) or llama2c-v2")
+      ->check(CLI::IsMember({"kuiper", "llama2c-v2"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  const Status status = run(flags);
+  if (!status.ok()) {
+    std::fprintf(stderr, "kuiper_export: error: %s\n", status.message().c_str());
+    return 1;
+  }
+  return 0;
+}
