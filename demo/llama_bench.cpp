@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
     if (flags.dtype == "fp32") options.weight_dtype = DataType::kFP32;
     if (flags.dtype == "bf16") options.weight_dtype = DataType::kBF16;
     if (flags.dtype == "fp16") options.weight_dtype = DataType::kFP16;
+    if (flags.dtype == "int8") options.weight_dtype = DataType::kINT8;  // groups of 64
     auto created = LlamaModel::create(*ckpt, options);
     if (!created.ok()) return cli::fail("llama_bench", created.status());
     model = std::move(created).value();
