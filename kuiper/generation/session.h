@@ -44,7 +44,8 @@ class Session {
   Session(LlamaModel& model, const Tokenizer& tokenizer, Sampler& sampler);
 
   // Appends `prompt` to what the cache holds (prefilled in batched passes), then samples up to
-  // options.max_new_tokens. Every sampled token other than a stop token enters the cache.
+  // options.max_new_tokens. Every sampled token enters the cache, except a stop token and a
+  // token sampled when the context is already full.
   StatusOr<GenerationStats> generate(std::span<const int32_t> prompt, const GenerationOptions& options,
                                      const PieceCallback& on_piece);
 
