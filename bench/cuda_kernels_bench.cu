@@ -122,16 +122,19 @@ struct Row {
   double us, gbs, pct;
 };
 
-template <typename T, int kUnroll>
-double gemv_unroll_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+// The GEMV kernel with another ring depth / batch width, launched directly.
+template <typename T, int kStages, int kUnroll>
+double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
   const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
-  const auto resident = op::cuda::gemv_stream_blocks<T, kUnroll>();
-  check(resident.status(), "occupancy");
-  const unsigned blocks = std::min<unsigned>((rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps,
-                                             resident.value());
+  const auto launch = op::cuda::gemv_async_config<T, kStages, kUnroll>();
+  check(launch.status(), "gemv config");
+  const unsigned blocks = std::min<unsigned>(
+      (rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps, launch->blocks);
   return 1e3 * median_ms([&](int i) {
-    op::cuda::gemv_stream_kernel<T, kUnroll><<<blocks, op::cuda::kGemvWarps * 32>>>(
-        ws[i % ws.size()].values.template data<T>(), x.data<float>(), y.data<float>(), rows, cols);
+    op::cuda::gemv_async_kernel<T, kStages, kUnroll>
+        <<<blocks, op::cuda::kGemvWarps * 32, launch->shared_bytes>>>(
+            ws[i % ws.size()].values.template data<T>(), x.data<float>(), y.data<float>(), rows,
+            cols);
   }, 60);
 }
 
@@ -181,10 +184,12 @@ int main() {
       }, 60);
       rows.push_back({name + " graph", graph_us, moved / (graph_us * 1e-6) / 1e9, 0});
     }
-    if (s.dtype == DataType::kBF16 && s.cols == 4096) {
-      for (auto [label, t] : {std::pair{"  unroll 4", gemv_unroll_us<__nv_bfloat16, 4>(ws, x, y)},
-                              std::pair{"  unroll 8", gemv_unroll_us<__nv_bfloat16, 8>(ws, x, y)},
-                              std::pair{"  unroll 16", gemv_unroll_us<__nv_bfloat16, 16>(ws, x, y)}}) {
+    if (s.dtype == DataType::kBF16) {
+      using B = __nv_bfloat16;
+      for (auto [label, t] : {std::pair{"  ring 4x4", gemv_variant_us<B, 4, 4>(ws, x, y)},
+                              std::pair{"  ring 12x4", gemv_variant_us<B, 12, 4>(ws, x, y)},
+                              std::pair{"  ring 6x8", gemv_variant_us<B, 6, 8>(ws, x, y)},
+                              std::pair{"  ring 16x2", gemv_variant_us<B, 16, 2>(ws, x, y)}}) {
         rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
       }
     }
@@ -192,9 +197,13 @@ int main() {
 
   // Decode attention over a bf16 cache of 4096 rows, LLaMA-2-7B (32/32) and LLaMA-3-8B (32/8)
   // heads; three caches rotated. Bytes: K and V rows up to the length.
-  for (int kv_heads : {32, 8}) {
-    for (int length : {1024, 4096}) {
-      const int64_t context = 4096, kv_dim = int64_t{kv_heads} * 128;
+  // (kv heads, length, capacity): the short cases show fixed costs (one tile without splits;
+  // early-exiting split blocks plus the combine).
+  const int attention_cases[][3] = {{32, 64, 64},     {32, 64, 4096},  {32, 1024, 4096},
+                                    {32, 4096, 4096}, {8, 1024, 4096}, {8, 4096, 4096}};
+  for (const auto& [kv_heads, length, capacity] : attention_cases) {
+    {
+      const int64_t context = capacity, kv_dim = int64_t{kv_heads} * 128;
       const op::AttentionShape shape{32, kv_heads, 128};
       std::vector<Tensor> ks, vs;
       for (int c = 0; c < 3; ++c) {
@@ -212,7 +221,7 @@ int main() {
       }, 50);
       const double moved = 2.0 * length * kv_dim * 2;
       rows.push_back({"attn decode bf16 kv" + std::to_string(kv_heads) + " len " +
-                          std::to_string(length) + " (cap 4096)",
+                          std::to_string(length) + " cap " + std::to_string(capacity),
                       us, moved / (us * 1e-6) / 1e9, 0});
     }
   }

@@ -1,6 +1,7 @@
 // The CUDA kernel table: every CUDA kernel is named here and nowhere else. Kernels whose code
 // depends on a storage type dispatch on it inside, so one function serves several entries.
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/int8_cuda_kernels.cuh"
 
 namespace kuiper::op {
 namespace {
@@ -14,6 +15,8 @@ KernelTable make_cuda_table() {
     t.kv_store[at(d)] = cuda::kv_store;
     t.attention[at(d)] = cuda::attention;
   }
+  t.embedding[at(DataType::kINT8)] = cuda::embedding_int8;
+  t.matmul[at(DataType::kINT8)] = cuda::matmul_int8;
   t.rmsnorm = cuda::rmsnorm;
   t.rope = cuda::rope;
   t.swiglu = cuda::swiglu;

@@ -1,8 +1,9 @@
 // Decode-time matrix-vector product y[rows] = W[rows, cols] · x[cols] with fp32, fp16 or bf16
 // weights. Decode is bound by reading W once from HBM, so the kernel is built around that:
-// 16-byte loads coalesced across each warp, two batches of kUnroll loads per lane in flight
-// (8 KB per warp), a persistent grid whose warps stream rows back to back, weights read past
-// L1 so that x stays cached there, fp32 sums reduced with warp shuffles.
+// 16-byte asynchronous copies coalesced across each warp into a per-warp shared-memory ring
+// (14 KB per warp in flight: far more than registers could hold), a persistent grid whose
+// warps stream rows back to back, weights read past L1 so that x stays cached there, fp32 sums
+// reduced with warp shuffles.
 #pragma once
 
 #include <algorithm>
@@ -14,8 +15,9 @@
 
 namespace kuiper::op::cuda {
 
-inline constexpr int kGemvWarps = 8;  // rows per block
-inline constexpr int kGemvUnroll = 8;  // loads per lane per buffer; two buffers
+inline constexpr int kGemvWarps = 4;   // warps per block
+inline constexpr int kGemvUnroll = 4;  // 16-byte chunks per lane per batch (2 KB per warp)
+inline constexpr int kGemvStages = 8;  // batches per warp ring: 16 KB, 14 KB of it in flight
 
 // Dot product of 16 bytes of weights (8 halves or 4 floats) with the matching fp32 inputs.
 __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __nv_bfloat16*) {
@@ -61,53 +63,40 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   if (lane == 0) y[row] = sum;
 }
 
-// The weight stream of one warp is cut into batches of kUnroll 16-byte loads per lane
-// (32 * kUnroll chunks of a row). A batch's loads are issued before the previous batch is
-// used, so the warp never waits a full memory round trip between batches, also across rows.
-template <typename T, int kUnroll>
-__device__ __forceinline__ void load_batch(uint4 (&dst)[kUnroll], const uint4* row, int first,
-                                           int chunks) {
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int c = first + u * 32;
-    if (c < chunks) dst[u] = __ldcs(row + c);  // read once: evict first, keep x in cache
-  }
-}
-
-template <typename T, int kUnroll>
-__device__ __forceinline__ float dot_batch(const uint4 (&w)[kUnroll], const float4* x, int first,
-                                           int chunks) {
-  constexpr int kFloat4PerChunk = 16 / sizeof(T) / 4;
-  float sum = 0.f;
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int c = first + u * 32;
-    if (c < chunks) sum += dot16(w[u], x + c * kFloat4PerChunk, static_cast<const T*>(nullptr));
-  }
-  return sum;
-}
-
-// Where a warp is in its weight stream: a row and a batch within it.
+// Where a warp is in its weight stream: a row, and a batch of 32 * kUnroll 16-byte chunks of it.
 struct GemvCursor {
   int row, batch;
 };
 
-// Rows start 16-byte aligned and hold a whole number of 16-byte chunks. The grid is sized to
-// the number of blocks that fit on the GPU at once (gemv_stream_blocks); each warp then walks
-// rows warp, warp + all warps, ... so that every warp streams without pause until the matrix
-// is done, instead of paying a round trip per short-lived block. Two register buffers take
-// turns (a copy between them would wait for the loads): while one batch is summed, the next
-// is on its way.
-template <typename T, int kUnroll = kGemvUnroll>
+__device__ __forceinline__ void copy16_async(void* shared_dst, const void* global_src) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  // .cg: through L2 only, so the weights do not evict x from L1.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global_src));
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n"); }
+template <int kPending>
+__device__ __forceinline__ void wait_async() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Each warp streams its rows (row = warp, warp + all warps, ...) through a private ring of
+// kStages batches in shared memory, filled by asynchronous copies kStages - 1 batches ahead of
+// the batch being summed. Each lane copies and later reads only its own 16-byte slots, so the
+// lanes never wait for one another until the row's shuffle reduction. Rows must start 16-byte
+// aligned and hold a whole number of 16-byte chunks. The grid is what fits on the GPU at once
+// (gemv_async_config), so every warp streams without pause until the matrix is done.
+template <typename T, int kStages, int kUnroll>
 __global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_stream_kernel(const T* __restrict__ w, const float* __restrict__ x,
-                       float* __restrict__ y, int rows, int cols) {
-  constexpr int kElems = 16 / sizeof(T);
-  const int lane = threadIdx.x % 32;
+    gemv_async_kernel(const T* __restrict__ w, const float* __restrict__ x,
+                      float* __restrict__ y, int rows, int cols) {
+  constexpr int kElems = 16 / sizeof(T), kFloat4PerChunk = kElems / 4;
+  extern __shared__ uint4 ring_s[];  // [warps][kStages][kUnroll][32]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  uint4* ring = ring_s + warp * kStages * kUnroll * 32;
   const int chunks = cols / kElems, per_batch = 32 * kUnroll;
   const int batches = (chunks + per_batch - 1) / per_batch;
   const int all_warps = gridDim.x * kGemvWarps;
-  const GemvCursor first{static_cast<int>(blockIdx.x) * kGemvWarps + static_cast<int>(threadIdx.x) / 32, 0};
+  const GemvCursor first{static_cast<int>(blockIdx.x) * kGemvWarps + warp, 0};
   if (first.row >= rows || batches == 0) return;
   const uint4* w16 = reinterpret_cast<const uint4*>(w);
   const float4* x16 = reinterpret_cast<const float4*>(x);
@@ -115,54 +104,79 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     return c.batch + 1 < batches ? GemvCursor{c.row, c.batch + 1}
                                  : GemvCursor{c.row + all_warps, 0};
   };
-  const auto load = [&](uint4 (&dst)[kUnroll], GemvCursor c) {
-    load_batch<T>(dst, w16 + static_cast<int64_t>(c.row) * chunks, c.batch * per_batch + lane,
-                  chunks);
+  // Queues the copies of batch `c` into ring slot `slot`, or nothing past the last row; a
+  // group is committed either way, so that "all but the newest kStages - 1 groups" always
+  // means "up to the batch about to be summed".
+  const auto issue = [&](GemvCursor c, int slot) {
+    if (c.row < rows) {
+      const uint4* src = w16 + static_cast<int64_t>(c.row) * chunks;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int chunk = c.batch * per_batch + u * 32 + lane;
+        if (chunk < chunks) copy16_async(ring + (slot * kUnroll + u) * 32 + lane, src + chunk);
+      }
+    }
+    commit_async();
   };
+
+  GemvCursor ahead = first;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    issue(ahead, s);
+    ahead = advance(ahead);
+  }
   float sum = 0.f;
-  // Adds a loaded batch; at a row's last batch, reduces across the warp and writes.
-  const auto consume = [&](const uint4 (&src)[kUnroll], GemvCursor c) {
-    sum += dot_batch<T>(src, x16, c.batch * per_batch + lane, chunks);
-    if (c.batch + 1 == batches) {
+  int slot = 0;
+  for (GemvCursor at = first; at.row < rows; at = advance(at)) {
+    issue(ahead, slot == 0 ? kStages - 1 : slot - 1);  // the slot summed last time round
+    ahead = advance(ahead);
+    wait_async<kStages - 1>();
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int chunk = at.batch * per_batch + u * 32 + lane;
+      if (chunk < chunks) {
+        sum += dot16(ring[(slot * kUnroll + u) * 32 + lane], x16 + chunk * kFloat4PerChunk,
+                     static_cast<const T*>(nullptr));
+      }
+    }
+    if (at.batch + 1 == batches) {  // row finished
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2) {
         sum += __shfl_xor_sync(0xffffffffu, sum, offset);
       }
-      if (lane == 0) y[c.row] = sum;
+      if (lane == 0) y[at.row] = sum;
       sum = 0.f;
     }
-  };
-  uint4 even[kUnroll], odd[kUnroll];
-  GemvCursor at = first;
-  load(even, at);
-  for (;;) {
-    const GemvCursor next = advance(at);
-    if (next.row < rows) load(odd, next);
-    consume(even, at);
-    if (next.row >= rows) break;
-    const GemvCursor after = advance(next);
-    if (after.row < rows) load(even, after);
-    consume(odd, next);
-    if (after.row >= rows) break;
-    at = after;
+    slot = slot + 1 == kStages ? 0 : slot + 1;
   }
+  wait_async<0>();  // leave no copy in flight into memory the next block may own
 }
 
-// Blocks of gemv_stream_kernel<T, kUnroll> that fit on the GPU at once: its grid. Asked of
-// the driver once (all GPUs of a process are assumed alike), so later calls, including those
-// inside a graph capture, make no driver call.
-template <typename T, int kUnroll = kGemvUnroll>
-StatusOr<int> gemv_stream_blocks() {
-  static std::atomic<int> known{0};
-  if (const int blocks = known.load(); blocks > 0) return blocks;
+struct GemvLaunch {
+  int blocks;          // resident blocks on the whole GPU
+  size_t shared_bytes;
+};
+
+// The launch of gemv_async_kernel<T, kStages, kUnroll>: its ring's shared memory (raised past
+// the 48 KB default once) and as many blocks as fit on the GPU at once. Asked of the driver
+// once (all GPUs of a process are assumed alike), so later calls, including those inside a
+// graph capture, make no driver call.
+template <typename T, int kStages = kGemvStages, int kUnroll = kGemvUnroll>
+StatusOr<GemvLaunch> gemv_async_config() {
+  static std::atomic<int> known_blocks{0};
+  constexpr size_t kShared = size_t{kGemvWarps} * kStages * kUnroll * 32 * 16;
+  if (const int blocks = known_blocks.load(); blocks > 0) return GemvLaunch{blocks, kShared};
+  const auto kernel = gemv_async_kernel<T, kStages, kUnroll>;
   int device = 0, sms = 0, per_sm = 0;
   KUIPER_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   KUIPER_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  KUIPER_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, gemv_stream_kernel<T, kUnroll>, kGemvWarps * 32, 0));
-  const int blocks = std::max(1, sms * per_sm);
-  known.store(blocks);
-  return blocks;
+  KUIPER_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  KUIPER_CUDA_RETURN_IF_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, kShared));
+  if (per_sm == 0) return internal_error("gemv kernel does not fit on this GPU");
+  known_blocks.store(sms * per_sm);
+  return GemvLaunch{sms * per_sm, kShared};
 }
 
 }  // namespace kuiper::op::cuda

@@ -76,10 +76,11 @@ Status gemv(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
   const float* x = in.data<float>();
   const unsigned row_blocks = static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps);
   if (cols % (16 / sizeof(T)) == 0 && aligned16(w) && aligned16(x)) {
-    KUIPER_ASSIGN_OR_RETURN(const int resident, gemv_stream_blocks<T>());
-    const unsigned blocks = std::min(row_blocks, static_cast<unsigned>(resident));
-    gemv_stream_kernel<T><<<blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(), rows,
-                                                                  cols);
+    KUIPER_ASSIGN_OR_RETURN(const GemvLaunch launch, gemv_async_config<T>());
+    const unsigned blocks = std::min(row_blocks, static_cast<unsigned>(launch.blocks));
+    gemv_async_kernel<T, kGemvStages, kGemvUnroll>
+        <<<blocks, kGemvWarps * 32, launch.shared_bytes, stream>>>(w, x, out.data<float>(), rows,
+                                                                   cols);
   } else {
     gemv_scalar_kernel<T><<<row_blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(),
                                                                       rows, cols);
