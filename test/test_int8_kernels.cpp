@@ -25,7 +25,7 @@ op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt1993
 
 double dequantized(const op::Weight& w, int64_t r, int64_t c) {
   const int64_t flat = r * w.cols() + c;
-  return double{w.values.data<int8_t>()[flat]} * w.scales.data<float>()[flat / w.group_size];
+  return static_cast<double>(w.values.data<int8_t>()[flat]) * w.scales.data<float>()[flat / w.group_size];
 }
 
 std::vector<double> reference_matmul(const Tensor& in, const op::Weight& w) {
