@@ -122,14 +122,26 @@ struct Row {
   double us, gbs, pct;
 };
 
-// The GEMV kernel with another ring depth / batch width, launched directly.
+template <typename T, int kBurst>
+double gemv_burst_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+  const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
+  const unsigned blocks = (rows + op::cuda::kGemvBurstWarps - 1) / op::cuda::kGemvBurstWarps;
+  return 1e3 * median_ms([&](int i) {
+    op::cuda::gemv_burst_kernel<T, kBurst><<<blocks, op::cuda::kGemvBurstWarps * 32>>>(
+        ws[i % ws.size()].values.template data<T>(), x.data<float>(), y.data<float>(), rows, cols);
+  }, 60);
+}
+
+// The GEMV kernel with another ring depth / batch width, launched directly; `grid_divisor`
+// shrinks the persistent grid to test whether all its blocks are really resident.
 template <typename T, int kStages, int kUnroll>
-double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y,
+                       int grid_divisor = 1) {
   const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
   const auto launch = op::cuda::gemv_async_config<T, kStages, kUnroll>();
   check(launch.status(), "gemv config");
   const unsigned blocks = std::min<unsigned>(
-      (rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps, launch->blocks);
+      (rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps, launch->blocks / grid_divisor);
   return 1e3 * median_ms([&](int i) {
     op::cuda::gemv_async_kernel<T, kStages, kUnroll>
         <<<blocks, op::cuda::kGemvWarps * 32, launch->shared_bytes>>>(
@@ -186,7 +198,10 @@ int main() {
     }
     if (s.dtype == DataType::kBF16) {
       using B = __nv_bfloat16;
-      for (auto [label, t] : {std::pair{"  ring 4x4", gemv_variant_us<B, 4, 4>(ws, x, y)},
+      for (auto [label, t] : {std::pair{"  burst 16", gemv_burst_us<B, 16>(ws, x, y)},
+                              std::pair{"  burst 8", gemv_burst_us<B, 8>(ws, x, y)},
+                              std::pair{"  ring 8x4 grid/3", gemv_variant_us<B, 8, 4>(ws, x, y, 3)},
+                              std::pair{"  ring 4x4", gemv_variant_us<B, 4, 4>(ws, x, y)},
                               std::pair{"  ring 12x4", gemv_variant_us<B, 12, 4>(ws, x, y)},
                               std::pair{"  ring 6x8", gemv_variant_us<B, 6, 8>(ws, x, y)},
                               std::pair{"  ring 16x2", gemv_variant_us<B, 16, 2>(ws, x, y)}}) {

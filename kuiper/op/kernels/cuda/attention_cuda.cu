@@ -1,6 +1,7 @@
 // Attention wrapper: sizes the launch from shapes known on the host (never from positions,
 // which live on the device) and picks flash-decoding splits for a single query row.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kuiper/base/cuda_utils.h"
@@ -17,11 +18,25 @@ namespace {
 constexpr int kMinSplitRows = 64;
 constexpr int kMaxGridZ = 65535;
 
+// Asks once per cache type for the largest shared-memory carveout: with the driver's default
+// pick, fewer blocks than shared memory allows may be resident at once.
+template <typename T>
+Status prefer_shared_memory() {
+  static std::atomic<bool> done{false};
+  if (done.load()) return ok_status();
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      attention_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
+      cudaSharedmemCarveoutMaxShared));
+  done.store(true);
+  return ok_status();
+}
+
 template <typename T>
 Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& positions, const AttentionShape& shape, Tensor& out,
               cudaStream_t stream) {
   static DeviceScratch partials;
+  KUIPER_RETURN_IF_ERROR(prefer_shared_memory<T>());
   const int64_t tokens = positions.numel(), context = k_cache.dim(0);
   AttentionParams<T> p{};
   p.q = q.data<float>();

@@ -17,7 +17,9 @@ namespace kuiper::op::cuda {
 
 inline constexpr int kGemvWarps = 4;   // warps per block
 inline constexpr int kGemvUnroll = 4;  // 16-byte chunks per lane per batch (2 KB per warp)
-inline constexpr int kGemvStages = 8;  // batches per warp ring: 16 KB, 14 KB of it in flight
+inline constexpr int kGemvStages = 8;
+inline constexpr int kGemvBurstWarps = 8;  // rows per block of the burst kernel
+inline constexpr int kGemvBurst = 16;      // 16-byte loads per lane in flight: 8 KB per warp  // batches per warp ring: 16 KB, 14 KB of it in flight
 
 // Dot product of 16 bytes of weights (8 halves or 4 floats) with the matching fp32 inputs.
 __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __nv_bfloat16*) {
@@ -58,6 +60,45 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const T* wr = w + static_cast<int64_t>(row) * cols;
   float sum = 0.f;
   for (int c = lane; c < cols; c += 32) sum += to_float(wr[c]) * x[c];
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (lane == 0) y[row] = sum;
+}
+
+// One warp per row, kBurst 16-byte loads per lane issued before the first is used (8 KB per
+// warp for kBurst 16), then summed; rows longer than one burst take several. Many short-lived
+// blocks: the scheduler starts a new one as soon as one finishes. Rows must start 16-byte
+// aligned and hold a whole number of 16-byte chunks.
+template <typename T, int kBurst>
+__global__ void __launch_bounds__(kGemvBurstWarps * 32)
+    gemv_burst_kernel(const T* __restrict__ w, const float* __restrict__ x,
+                      float* __restrict__ y, int rows, int cols) {
+  constexpr int kElems = 16 / sizeof(T), kFloat4PerChunk = kElems / 4;
+  const int lane = threadIdx.x % 32;
+  const int row = blockIdx.x * kGemvBurstWarps + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int chunks = cols / kElems;
+  const uint4* wr = reinterpret_cast<const uint4*>(w) + static_cast<int64_t>(row) * chunks;
+  const float4* x16 = reinterpret_cast<const float4*>(x);
+  float partial[kBurst] = {};
+  for (int base = lane; base < chunks; base += 32 * kBurst) {
+    uint4 loaded[kBurst];
+#pragma unroll
+    for (int u = 0; u < kBurst; ++u) {
+      const int c = base + u * 32;
+      if (c < chunks) loaded[u] = __ldcs(wr + c);  // read once: evict first, keep x cached
+    }
+#pragma unroll
+    for (int u = 0; u < kBurst; ++u) {
+      const int c = base + u * 32;
+      if (c < chunks) {
+        partial[u] += dot16(loaded[u], x16 + c * kFloat4PerChunk, static_cast<const T*>(nullptr));
+      }
+    }
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int u = 0; u < kBurst; ++u) sum += partial[u];
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (lane == 0) y[row] = sum;
@@ -172,6 +213,10 @@ StatusOr<GemvLaunch> gemv_async_config() {
   KUIPER_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   KUIPER_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  // Ask for the largest shared-memory carveout, or the driver may pick one that fits fewer
+  // blocks than the occupancy query assumes, and the persistent grid would run in waves.
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   KUIPER_CUDA_RETURN_IF_ERROR(
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, kShared));
   if (per_sm == 0) return internal_error("gemv kernel does not fit on this GPU");
