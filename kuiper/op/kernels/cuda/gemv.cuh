@@ -14,6 +14,10 @@
 #include "kuiper/op/kernels/cuda/element_types.cuh"
 
 namespace kuiper::op::cuda {
+// Internal linkage: without relocatable device code every translation unit that includes this
+// gets its own copy of each kernel, and shared host-side symbols (launch stubs, the cached
+// launch configuration) would mix one unit's attributes with another's kernel.
+namespace {
 
 inline constexpr int kGemvWarps = 4;   // warps per block
 inline constexpr int kGemvUnroll = 4;  // 16-byte chunks per lane per batch (2 KB per warp)
@@ -224,4 +228,5 @@ StatusOr<GemvLaunch> gemv_async_config() {
   return GemvLaunch{sms * per_sm, kShared};
 }
 
+}  // namespace
 }  // namespace kuiper::op::cuda
