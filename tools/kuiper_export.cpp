@@ -93,6 +93,9 @@ Status run(const Flags& flags) {
   }
   KUIPER_ASSIGN_OR_RETURN(Checkpoint in, load_checkpoint(flags.in, {flags.in_format}));
   std::printf("read %s: %s, %s\n", flags.in.c_str(), in.format.c_str(), in.config.summary().c_str());
+  if (flags.out_format == "llama2c-v2") {
+    KUIPER_RETURN_IF_ERROR(check_llama2c_v2_group_size(in.config, format.group_size));
+  }
   ProgressReport report;
   KUIPER_ASSIGN_OR_RETURN(Checkpoint out, convert_checkpoint(in, format, std::ref(report)));
   if (format.dtype == DataType::kINT8) {

@@ -29,12 +29,7 @@ StatusOr<int> common_group_size(Checkpoint& ckpt) {
     }
     group_size = w.group_size;
   }
-  const LlamaConfig& c = ckpt.config;
-  if (c.dim % group_size != 0 || c.hidden_dim % group_size != 0) {
-    return invalid_argument("llama2.c's runq.c needs a group size dividing dim (" + std::to_string(c.dim) +
-                            ") and hidden_dim (" + std::to_string(c.hidden_dim) + "); " +
-                            std::to_string(group_size) + " does not (choose --group-size accordingly)");
-  }
+  KUIPER_RETURN_IF_ERROR(check_llama2c_v2_group_size(ckpt.config, group_size));
   return group_size;
 }
 
@@ -55,6 +50,15 @@ Status write_tensor(PartialFile& out, const Tensor& t) {
 }
 
 }  // namespace
+
+Status check_llama2c_v2_group_size(const LlamaConfig& c, int group_size) {
+  if (group_size <= 0 || c.dim % group_size != 0 || c.hidden_dim % group_size != 0) {
+    return invalid_argument("llama2.c's runq.c needs a group size dividing dim (" + std::to_string(c.dim) +
+                            ") and hidden_dim (" + std::to_string(c.hidden_dim) + "); " +
+                            std::to_string(group_size) + " does not (choose --group-size accordingly)");
+  }
+  return ok_status();
+}
 
 Status save_llama2c_v2(const Checkpoint& checkpoint, const std::string& path) {
   KUIPER_RETURN_IF_ERROR(checkpoint.config.validate());

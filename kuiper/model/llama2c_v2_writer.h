@@ -10,6 +10,10 @@
 
 namespace kuiper {
 
+// OK when runq.c can run a model of `config` quantized in groups of `group_size`; the export
+// tool asks before spending time quantizing.
+Status check_llama2c_v2_group_size(const LlamaConfig& config, int group_size);
+
 Status save_llama2c_v2(const Checkpoint& checkpoint, const std::string& path);
 
 }  // namespace kuiper
