@@ -1,7 +1,8 @@
 // Kernel benchmark for the CUDA backend, on LLaMA-7B/8B shapes:
 //  - the ceiling: device-to-device copy bandwidth (bytes read + written) of a 1 GiB cudaMemcpy;
 //  - decode GEMV (bf16, fp16, fp32 weights) through the kernel table, with the weights rotated
-//    among copies that together exceed the L2 cache, and the GEMV's unroll depth for reference;
+//    among copies that together exceed the L2 cache, also replayed from a CUDA graph, and other
+//    burst depths for reference;
 //  - decode attention over a bf16 cache, prefill attention, and the prefill GEMM.
 // Every time is the median of several batches timed with CUDA events, after a warm-up.
 // Built by bench/cuda_device_run.sh on the GPU machine.
@@ -122,31 +123,14 @@ struct Row {
   double us, gbs, pct;
 };
 
+// The GEMV kernel with another burst depth, launched directly.
 template <typename T, int kBurst>
 double gemv_burst_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
   const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
-  const unsigned blocks = (rows + op::cuda::kGemvBurstWarps - 1) / op::cuda::kGemvBurstWarps;
+  const unsigned blocks = (rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps;
   return 1e3 * median_ms([&](int i) {
-    op::cuda::gemv_burst_kernel<T, kBurst><<<blocks, op::cuda::kGemvBurstWarps * 32>>>(
+    op::cuda::gemv_burst_kernel<T, kBurst><<<blocks, op::cuda::kGemvWarps * 32>>>(
         ws[i % ws.size()].values.template data<T>(), x.data<float>(), y.data<float>(), rows, cols);
-  }, 60);
-}
-
-// The GEMV kernel with another ring depth / batch width, launched directly; `grid_divisor`
-// shrinks the persistent grid to test whether all its blocks are really resident.
-template <typename T, int kStages, int kUnroll>
-double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y,
-                       int grid_divisor = 1) {
-  const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
-  const auto launch = op::cuda::gemv_async_config<T, kStages, kUnroll>();
-  check(launch.status(), "gemv config");
-  const unsigned blocks = std::min<unsigned>(
-      (rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps, launch->blocks / grid_divisor);
-  return 1e3 * median_ms([&](int i) {
-    op::cuda::gemv_async_kernel<T, kStages, kUnroll>
-        <<<blocks, op::cuda::kGemvWarps * 32, launch->shared_bytes>>>(
-            ws[i % ws.size()].values.template data<T>(), x.data<float>(), y.data<float>(), rows,
-            cols);
   }, 60);
 }
 
@@ -198,13 +182,8 @@ int main() {
     }
     if (s.dtype == DataType::kBF16) {
       using B = __nv_bfloat16;
-      for (auto [label, t] : {std::pair{"  burst 16", gemv_burst_us<B, 16>(ws, x, y)},
-                              std::pair{"  burst 8", gemv_burst_us<B, 8>(ws, x, y)},
-                              std::pair{"  ring 8x4 grid/3", gemv_variant_us<B, 8, 4>(ws, x, y, 3)},
-                              std::pair{"  ring 4x4", gemv_variant_us<B, 4, 4>(ws, x, y)},
-                              std::pair{"  ring 12x4", gemv_variant_us<B, 12, 4>(ws, x, y)},
-                              std::pair{"  ring 6x8", gemv_variant_us<B, 6, 8>(ws, x, y)},
-                              std::pair{"  ring 16x2", gemv_variant_us<B, 16, 2>(ws, x, y)}}) {
+      for (auto [label, t] : {std::pair{"  burst 8", gemv_burst_us<B, 8>(ws, x, y)},
+                              std::pair{"  burst 24", gemv_burst_us<B, 24>(ws, x, y)}}) {
         rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
       }
     }
@@ -234,10 +213,14 @@ int main() {
       const double us = 1e3 * median_ms([&](int i) {
         check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, nullptr), "attention");
       }, 50);
+      const double graph_us = graph_median_us([&](int i, cudaStream_t st) {
+        check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, st), "attention in graph");
+      }, 50);
       const double moved = 2.0 * length * kv_dim * 2;
-      rows.push_back({"attn decode bf16 kv" + std::to_string(kv_heads) + " len " +
-                          std::to_string(length) + " cap " + std::to_string(capacity),
-                      us, moved / (us * 1e-6) / 1e9, 0});
+      const std::string name = "attn decode bf16 kv" + std::to_string(kv_heads) + " len " +
+                               std::to_string(length) + " cap " + std::to_string(capacity);
+      rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
+      rows.push_back({name + " graph", graph_us, moved / (graph_us * 1e-6) / 1e9, 0});
     }
   }
 

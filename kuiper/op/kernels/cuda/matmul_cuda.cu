@@ -5,7 +5,6 @@
 // GEMM (no TF32), so that fp32 models stay exact to fp32 rounding.
 #include <cublas_v2.h>
 
-#include <algorithm>
 #include <mutex>
 
 #include "kuiper/base/cuda_utils.h"
@@ -76,11 +75,8 @@ Status gemv(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
   const float* x = in.data<float>();
   const unsigned row_blocks = static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps);
   if (cols % (16 / sizeof(T)) == 0 && aligned16(w) && aligned16(x)) {
-    KUIPER_ASSIGN_OR_RETURN(const GemvLaunch launch, gemv_async_config<T>());
-    const unsigned blocks = std::min(row_blocks, static_cast<unsigned>(launch.blocks));
-    gemv_async_kernel<T, kGemvStages, kGemvUnroll>
-        <<<blocks, kGemvWarps * 32, launch.shared_bytes, stream>>>(w, x, out.data<float>(), rows,
-                                                                   cols);
+    gemv_burst_kernel<T, kGemvBurst><<<row_blocks, kGemvWarps * 32, 0, stream>>>(
+        w, x, out.data<float>(), rows, cols);
   } else {
     gemv_scalar_kernel<T><<<row_blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(),
                                                                       rows, cols);
