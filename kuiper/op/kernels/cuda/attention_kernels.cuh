@@ -29,11 +29,8 @@ inline constexpr int kAttentionWarps = kAttentionThreads / 32;
 inline constexpr int kMaxGroup = 8;          // query heads per block
 inline constexpr int kMaxHeadDim = 256;      // 2 * kAttentionThreads: one pair per thread
 inline constexpr int kMaxTileRows = 64;      // cache rows per shared-memory tile
-inline constexpr int kTileBytes = 8 << 10;   // per tile of K (and of V)
-// Resident blocks per multiprocessor the kernel is built for (registers capped to fit): while
-// some blocks compute, the others' tiles are in flight.
-inline constexpr int kAttentionBlocksPerSm = 8;
-inline constexpr int kRowsPerPass = 2;       // score rows a warp reduces together
+inline constexpr int kTileBytes = 16 << 10;  // per tile of K (and of V)
+inline constexpr int kRowsPerPass = 4;       // score rows a warp reduces together
 inline constexpr int kMaxSplits = 1024;      // decode ranges per (query row, KV head)
 inline constexpr int kCombineThreads = 512;
 
@@ -84,7 +81,7 @@ __device__ __forceinline__ int64_t attended_length(const int32_t* positions, int
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kAttentionThreads, kAttentionBlocksPerSm)
+__global__ void __launch_bounds__(kAttentionThreads)
     attention_kernel(const AttentionParams<T> p) {
   const int t = blockIdx.z, split = blockIdx.y;
   const int kv_head = blockIdx.x / p.blocks_per_kv_head;
