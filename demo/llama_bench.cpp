@@ -181,9 +181,15 @@ int main(int argc, char** argv) {
               std::string(dtype_name(model->kv_dtype())).c_str());
   std::printf("weights read per token: %.1f MB\n", model->weight_bytes() / 1e6);
   HostBandwidth host_bw;
+  double device_copy_gbs = 0;
   if (model->device() == DeviceType::kCPU) {
     host_bw = measure_host_bandwidth();
     std::printf("host memory bandwidth: copy %.1f GB/s (read+write), read %.1f GB/s\n", host_bw.copy_gbs, host_bw.read_gbs);
+  } else {
+    auto bw = cuda_copy_bandwidth_gbs(size_t{1} << 30);
+    if (!bw.ok()) return cli::fail("llama_bench", bw.status());
+    device_copy_gbs = *bw;
+    std::printf("device copy bandwidth: %.0f GB/s (1 GiB device-to-device, read+write)\n", device_copy_gbs);
   }
 
   // Warm up once (caches, thread pools, lazily created handles).
@@ -197,6 +203,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\n%-28s %12.1f tokens/s\n", ("prefill " + std::to_string(prompt_tokens) + " tokens").c_str(),
               prompt_tokens / median(prefill));
+  std::printf("RESULT prefill_%d %.2f\n", prompt_tokens, prompt_tokens / median(prefill));
 
   const double kv_row_bytes = 2.0 * model->config().n_layers * model->config().kv_dim() * dtype_size(model->kv_dtype());
   for (int fill : fill_levels) {
@@ -217,7 +224,12 @@ int main(int argc, char** argv) {
     if (host_bw.read_gbs > 0) {
       std::printf("  %5.1f%% of read bw, %5.1f%% of copy bw", 100 * gbs / host_bw.read_gbs, 100 * gbs / host_bw.copy_gbs);
     }
-    std::printf("\n");
+    if (device_copy_gbs > 0) std::printf("  %5.1f%% of copy bw (roofline)", 100 * gbs / device_copy_gbs);
+    std::printf("\nRESULT decode_%d %.2f\n", fill, 1.0 / per_token);
+  }
+  if (model->device() == DeviceType::kCUDA) {
+    auto alloc = allocator_for(DeviceType::kCUDA);
+    if (alloc.ok()) std::printf("peak device memory (kuiper pool): %.2f GB\n", (*alloc)->peak_bytes() / 1e9);
   }
   return 0;
 }

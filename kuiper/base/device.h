@@ -45,6 +45,10 @@ struct DeviceMemoryInfo {
 // Free and total memory of the current GPU.
 StatusOr<DeviceMemoryInfo> cuda_memory_info();
 
+// Device-to-device copy bandwidth in GB/s (bytes read + written, median of several copies of
+// `bytes`): the memory roofline that benchmarks compare against.
+StatusOr<double> cuda_copy_bandwidth_gbs(size_t bytes);
+
 // Device work recorded once and replayed with a single launch (a CUDA graph): the decode step
 // of a model is dozens of small kernels, and replaying them removes the launch gaps.
 class DeviceGraph {

@@ -1,4 +1,7 @@
-// Streams, memory queries and graph capture for CUDA builds (see device.h).
+// Streams, memory queries, copy bandwidth and graph capture for CUDA builds (see device.h).
+#include <algorithm>
+#include <vector>
+
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/base/device.h"
 
@@ -41,6 +44,35 @@ StatusOr<DeviceMemoryInfo> cuda_memory_info() {
   DeviceMemoryInfo info;
   KUIPER_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
   return info;
+}
+
+StatusOr<double> cuda_copy_bandwidth_gbs(size_t bytes) {
+  if (!cuda_available()) return unsupported(cuda_unavailable_reason());
+  void* src = nullptr;
+  void* dst = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  std::vector<float> ms;
+  Status status = cuda_status(cudaMalloc(&src, bytes), "cudaMalloc");
+  if (status.ok()) status = cuda_status(cudaMalloc(&dst, bytes), "cudaMalloc");
+  if (status.ok()) status = cuda_status(cudaMemset(src, 0x3c, bytes), "cudaMemset");  // not zeros
+  if (status.ok()) status = cuda_status(cudaEventCreate(&start), "cudaEventCreate");
+  if (status.ok()) status = cuda_status(cudaEventCreate(&stop), "cudaEventCreate");
+  for (int rep = 0; status.ok() && rep < 12; ++rep) {
+    cudaEventRecord(start);
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(stop);
+    status = cuda_status(cudaEventSynchronize(stop), "copy bandwidth");
+    float t = 0;
+    cudaEventElapsedTime(&t, start, stop);
+    if (rep >= 2) ms.push_back(t);  // the first copies warm up
+  }
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  cudaFree(src);
+  cudaFree(dst);
+  KUIPER_RETURN_IF_ERROR(status);
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return 2.0 * static_cast<double>(bytes) / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
 
 StatusOr<std::unique_ptr<DeviceGraph>> capture_graph(Stream stream, const std::function<Status()>& body) {
