@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kuiper/generation/conversation.h"
+#include "kuiper/model/random_checkpoint.h"
 #include "test/test_util.h"
 
 namespace kuiper {
@@ -119,6 +120,45 @@ TEST(ChatSession, StoppedReplyStaysInTheHistory) {
   KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats next, conversation.reply("More", [](std::string_view) { return true; }));
   EXPECT_EQ(next.dropped_turns, 0);
   EXPECT_TRUE(starts_with(session.tokens(), history));
+}
+
+TEST(ChatSession, Llama3TurnsCloseWithEotAndKeepTheSystemBlock) {
+  // A tiny random model over the real LLaMA 3 vocabulary: the replies are noise, the layout is not.
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/tokenizers/llama3/tokenizer.model")));
+  LlamaConfig c;
+  c.dim = 16; c.hidden_dim = 32; c.n_layers = 1; c.n_heads = 2; c.n_kv_heads = 1;
+  c.vocab_size = tokenizer->vocab_size(); c.max_seq_len = 128; c.rope_theta = 500000.f;
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, make_random_checkpoint(c, 11));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kAuto, *tokenizer));
+  ASSERT_EQ(chat_template->name(), "llama3");
+  Sampler sampler({});
+  Session session(*model, *tokenizer, sampler);
+  Conversation conversation(session, *chat_template, "Be terse.", /*max_reply=*/6);
+  const auto ignore = [](std::string_view) { return true; };
+  const int32_t eot = *tokenizer->special_token("<|eot_id|>");
+
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto first_text, tokenizer->encode(
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe terse.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+      {.add_bos = false, .allow_special = true}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats first, conversation.reply("Hi", ignore));
+  EXPECT_EQ(first.prefilled_tokens, static_cast<int>(first_text.size()));
+  ASSERT_TRUE(starts_with(session.tokens(), first_text));
+  const std::vector<int32_t> after_first = session.tokens();
+
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto second_text, tokenizer->encode(
+      "<|start_header_id|>user<|end_header_id|>\n\nAnd?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+      {.add_bos = false, .allow_special = true}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats second, conversation.reply("And?", ignore));
+  // The first reply's <|eot_id|> enters the cache with the second turn, then the second turn.
+  EXPECT_EQ(second.prefilled_tokens, 1 + static_cast<int>(second_text.size()));
+  std::vector<int32_t> expected = after_first;
+  expected.push_back(eot);
+  expected.insert(expected.end(), second_text.begin(), second_text.end());
+  EXPECT_TRUE(starts_with(session.tokens(), expected));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto history, conversation.history_tokens());
+  EXPECT_EQ(history.back(), eot);
 }
 
 }  // namespace

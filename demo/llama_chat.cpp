@@ -1,0 +1,172 @@
+// llama_chat: a multi-turn chat with a LLaMA chat model, each reply streamed as it is generated.
+//   llama_chat -m llama-2-7b-chat.bin --system "Answer briefly."   # interactive (a terminal)
+//   printf 'Hi\nAnd then?\n' | llama_chat --temp 0 > replies.txt   # scripted: a turn per line
+// Interactive: readline editing and history, /reset starts over, /stats shows statistics,
+// /exit or Ctrl-D quits, Ctrl-C stops the reply being generated. Scripted (stdin not a
+// terminal): each line is one user turn (the same / commands apply), each reply goes to stdout
+// followed by a newline (a reply may contain newlines of its own), and each turn's statistics
+// are a line on stderr.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "chat_terminal.h"
+#include "cli_common.h"
+#include "kuiper/generation/conversation.h"
+
+namespace kuiper {
+namespace {
+
+constexpr const char* kProgram = "llama_chat";
+
+struct ChatFlags {
+  std::string system;
+  std::string chat_template = "auto";
+  int max_reply = 256;
+};
+
+// What one input line asks for.
+enum class Command { kTurn, kEmpty, kReset, kStats, kExit };
+
+Command classify(const std::string& line) {
+  const std::string_view text = strip_message(line);
+  if (text.empty()) return Command::kEmpty;
+  if (text == "/reset") return Command::kReset;
+  if (text == "/stats") return Command::kStats;
+  if (text == "/exit") return Command::kExit;
+  return Command::kTurn;
+}
+
+class Chat {
+ public:
+  Chat(Conversation& conversation, Session& session, bool interactive)
+      : conversation_(conversation), session_(session), interactive_(interactive) {}
+
+  // Whether the chat ended because the model failed.
+  bool failed() const { return failed_; }
+
+  // Handles one input line; false when the chat should end.
+  bool handle(const std::string& line) {
+    switch (classify(line)) {
+      case Command::kEmpty: return true;
+      case Command::kExit: return false;
+      case Command::kReset:
+        conversation_.reset();
+        std::fprintf(stderr, "(conversation reset)\n");
+        return true;
+      case Command::kStats:
+        print_stats(interactive_ ? stdout : stderr);
+        return true;
+      case Command::kTurn:
+        return turn(line);
+    }
+    return true;
+  }
+
+ private:
+  bool turn(const std::string& line) {
+    if (interactive_) std::fputs("assistant> ", stdout);
+    std::fflush(stdout);
+    cli::clear_interrupt();
+    bool reply_started = false;  // leading whitespace of a reply is not shown (the template strips it)
+    auto stats = conversation_.reply(line, [&](std::string_view piece) {
+      if (!reply_started) {
+        const size_t start = piece.find_first_not_of(" \t\r\n");
+        piece.remove_prefix(start == std::string_view::npos ? piece.size() : start);
+        reply_started = !piece.empty();
+      }
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return !cli::interrupted();
+    });
+    if (stats.ok() && stats->generation.stop_reason == StopReason::kCallback) std::fputs(" [stopped]", stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (!stats.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kProgram, stats.status().message().c_str());
+      // A turn that does not fit is refused and the chat goes on; anything else is a failure
+      // of the model or device, after which the cache cannot be trusted.
+      failed_ = stats.status().code() != StatusCode::kOutOfRange;
+      return !failed_;
+    }
+    last_ = *stats;
+    answered_ = true;
+    if (last_.dropped_turns > 0) {
+      std::fprintf(stderr, "%s: context full: dropped the %d oldest turn%s (the system prompt stays)\n", kProgram,
+                   last_.dropped_turns, last_.dropped_turns == 1 ? "" : "s");
+    }
+    if (!interactive_) print_stats(stderr);
+    return true;
+  }
+
+  void print_stats(std::FILE* out) const {
+    if (!answered_) {
+      std::fprintf(out, "context: %d/%d tokens | no turn yet\n", session_.position(), session_.context());
+      return;
+    }
+    const GenerationStats& g = last_.generation;
+    std::fprintf(out,
+                 "context: %d/%d tokens | last turn: prefilled %d tokens (%.1f tokens/s), "
+                 "replied %d tokens (%.1f tokens/s, %s)\n",
+                 session_.position(), session_.context(), last_.prefilled_tokens, g.prefill_tokens_per_second(),
+                 g.generated_tokens, g.decode_tokens_per_second(), stop_reason_name(g.stop_reason));
+  }
+
+  Conversation& conversation_;
+  Session& session_;
+  bool interactive_;
+  TurnStats last_;
+  bool answered_ = false;  // whether last_ describes a turn
+  bool failed_ = false;
+};
+
+int run(int argc, char** argv) {
+  CLI::App app{"Chat with a LLaMA chat model, turn by turn.", kProgram};
+  cli::ModelFlags flags;
+  flags.sampler.temperature = 0.6f;  // the reference chat example's default
+  ChatFlags chat;
+  cli::add_model_flags(app, flags);
+  app.add_option("--system", chat.system, "system prompt (default: none)");
+  app.add_option("--template", chat.chat_template, "chat layout: llama2, llama3, or auto (from the tokenizer)")
+      ->check(CLI::IsMember({"auto", "llama2", "llama3"}));
+  app.add_option("--max-reply", chat.max_reply, "maximum tokens per reply")->check(CLI::PositiveNumber);
+  if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
+
+  auto loaded = cli::load_model(flags);
+  if (!loaded.ok()) return cli::fail(kProgram, loaded.status());
+  auto kind = parse_chat_template_kind(chat.chat_template);
+  if (!kind.ok()) return cli::fail(kProgram, kind.status());
+  auto chat_template = make_chat_template(*kind, *loaded->tokenizer);
+  if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
+
+  Sampler sampler(cli::sampler_config(flags));
+  Session session(*loaded->model, *loaded->tokenizer, sampler);
+  Conversation conversation(session, **chat_template, chat.system, chat.max_reply);
+  const bool interactive = cli::stdin_is_terminal();
+  Chat loop(conversation, session, interactive);
+  std::fprintf(stderr, "%s: %s, %s template, context %d tokens\n", kProgram, loaded->model_path.c_str(),
+               (*chat_template)->name().c_str(), session.context());
+
+  if (!interactive) {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!loop.handle(line)) break;
+    }
+    return loop.failed() ? 1 : 0;
+  }
+  std::fprintf(stderr, "/reset starts over, /stats shows statistics, /exit or Ctrl-D quits, "
+                       "Ctrl-C stops a reply.\n");
+  cli::catch_interrupts();
+  while (auto line = cli::read_line("user> ")) {
+    if (!loop.handle(*line)) return loop.failed() ? 1 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kuiper
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  return kuiper::run(argc, argv);
+}
