@@ -1,11 +1,13 @@
 // The CPU kernel table: every CPU kernel is named here and nowhere else.
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
+#include "kuiper/op/kernels/cpu/cpu_threads.h"
 #include "kuiper/op/kernels/cpu/int8_cpu_kernels.h"
 
 namespace kuiper::op {
 namespace {
 
 KernelTable make_cpu_table() {
+  cpu::use_single_threaded_blas();
   KernelTable t;
   const auto at = [](DataType d) { return static_cast<int>(d); };
   t.embedding[at(DataType::kFP32)] = cpu::embedding_fp32;

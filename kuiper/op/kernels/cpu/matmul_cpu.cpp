@@ -1,5 +1,6 @@
 // out[T, rows] = in[T, cols] · Wᵀ on the CPU.
-// fp32 prefill goes through Armadillo to OpenBLAS GEMM. fp32 decode (one row) uses our own
+// fp32 prefill goes through Armadillo to OpenBLAS GEMM, one block of weight rows per thread.
+// fp32 decode (one row) uses our own
 // GEMV: it threads only when the matrix is large enough to pay for it, which keeps tiny models
 // free of thread wake-ups and large ones streaming weights from both cores. fp16/bf16
 // weights are widened row by row inside the dot product, so a half-precision checkpoint
@@ -8,6 +9,7 @@
 
 #include "kuiper/base/half.h"
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
+#include "kuiper/op/kernels/cpu/cpu_threads.h"
 
 namespace kuiper::op::cpu {
 namespace {
@@ -85,10 +87,13 @@ Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, Stream) 
     gemv_fp32(weight.values.data<float>(), in.data<float>(), out.data<float>(), rows, cols);
   } else {
     // Row-major W[rows, cols] is column-major [cols, rows]; likewise for activations.
-    const arma::fmat w(weight.values.data<float>(), cols, rows, /*copy_aux_mem=*/false, true);
-    const arma::fmat x(in.data<float>(), cols, tokens, false, true);
+    const arma::fmat x(in.data<float>(), cols, tokens, /*copy_aux_mem=*/false, true);
     arma::fmat y(out.data<float>(), rows, tokens, false, true);
-    y = w.t() * x;
+    const float* w = weight.values.data<float>();
+    parallel_blocks(rows, rows * cols * tokens, [&](int64_t begin, int64_t end) {
+      const arma::fmat block(const_cast<float*>(w) + begin * cols, cols, end - begin, false, true);
+      y.rows(begin, end - 1) = block.t() * x;
+    });
   }
   return ok_status();
 }
