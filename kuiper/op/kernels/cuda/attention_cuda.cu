@@ -74,7 +74,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   }
   const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * p.blocks_per_kv_head),
                   static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));
-  const size_t tiles_bytes = 4 * static_cast<size_t>(p.tile_rows) * row_bytes;  // 2 x (K, V)
+  const size_t tiles_bytes = 2 * static_cast<size_t>(p.tile_rows) * row_bytes;
   attention_kernel<T><<<grid, kAttentionThreads, tiles_bytes, stream>>>(p);
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention");
   if (p.splits > 1) {

@@ -2,9 +2,8 @@
 //
 // One block serves up to kMaxGroup query heads that share one KV head, so each cache row is
 // read once for the whole group. The block walks its range of cache rows in tiles: a tile of K
-// and of V is copied into shared memory with asynchronous copies issued all at once, double
-// buffered (the next tile is in flight while this one is used; V arrives while the scores are
-// computed), the
+// and of V is copied into shared memory with asynchronous copies issued all at once (the whole
+// tile is in flight in one memory round trip, V arriving while the scores are computed), the
 // scores go to shared memory (one warp per row), the softmax runs online (running max and sum
 // per head, earlier sums rescaled), and the weighted values accumulate in registers (each
 // thread owns one pair of output dimensions for every head of the group, over a strided subset
@@ -30,7 +29,7 @@ inline constexpr int kAttentionWarps = kAttentionThreads / 32;
 inline constexpr int kMaxGroup = 8;          // query heads per block
 inline constexpr int kMaxHeadDim = 256;      // 2 * kAttentionThreads: one pair per thread
 inline constexpr int kMaxTileRows = 64;      // cache rows per shared-memory tile
-inline constexpr int kTileBytes = 8 << 10;   // per tile of K (and of V); two tiles of each
+inline constexpr int kTileBytes = 16 << 10;  // per tile of K (and of V)
 inline constexpr int kRowsPerPass = 4;       // score rows a warp reduces together
 inline constexpr int kMaxSplits = 1024;      // decode ranges per (query row, KV head)
 inline constexpr int kCombineThreads = 512;
@@ -107,29 +106,22 @@ __global__ void __launch_bounds__(kAttentionThreads)
     return;
   }
 
-  // Two buffers, each a K tile then a V tile: the next tile lands while this one is used.
-  extern __shared__ __align__(16) unsigned char tiles_s[];
-  const int tile_elems = p.tile_rows * hd;
-  T* const buffers = reinterpret_cast<T*>(tiles_s);
+  extern __shared__ __align__(16) unsigned char tiles_s[];  // K tile, then V tile
+  T* k_s = reinterpret_cast<T*>(tiles_s);
+  T* v_s = k_s + p.tile_rows * hd;
   __shared__ __align__(16) float q_s[kMaxGroup * kMaxHeadDim];  // scaled queries; at the end, partial sums
   __shared__ float score_s[kMaxGroup][kMaxTileRows];  // scores, then probabilities, of one tile
   __shared__ float max_s[kMaxGroup], sum_s[kMaxGroup], rescale_s[kMaxGroup];
 
   const T* k_base = p.k_cache + static_cast<int64_t>(kv_head) * hd;
   const T* v_base = p.v_cache + static_cast<int64_t>(kv_head) * hd;
-  const auto tile_rows_at = [&](int64_t first) {
-    return static_cast<int>(min(static_cast<int64_t>(p.tile_rows), end - first));
-  };
-  // Two commit groups per tile, K then V, so that scores can start before V has landed.
-  const auto stage = [&](int64_t first, int buffer) {
-    T* k_s = buffers + buffer * 2 * tile_elems;
-    stage_tile(k_s, k_base + first * p.kv_dim, tile_rows_at(first), p.kv_dim, hd, p.wide_copies);
+  const auto stage = [&](int64_t first, int rows) {
+    stage_tile(k_s, k_base + first * p.kv_dim, rows, p.kv_dim, hd, p.wide_copies);
     __pipeline_commit();
-    stage_tile(k_s + tile_elems, v_base + first * p.kv_dim, tile_rows_at(first), p.kv_dim, hd,
-               p.wide_copies);
+    stage_tile(v_s, v_base + first * p.kv_dim, rows, p.kv_dim, hd, p.wide_copies);
     __pipeline_commit();
   };
-  stage(begin, 0);
+  stage(begin, static_cast<int>(min(static_cast<int64_t>(p.tile_rows), end - begin)));
 
   for (int i = tid; i < heads * hd; i += kAttentionThreads) {
     q_s[i] = p.q[t * q_dim + static_cast<int64_t>(head0) * hd + i] * p.scale;
@@ -145,21 +137,11 @@ __global__ void __launch_bounds__(kAttentionThreads)
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) acc[g] = make_float2(0.f, 0.f);
 
-  int buffer = 0;
-  for (int64_t tile = begin; tile < end; tile += p.tile_rows, buffer ^= 1) {
-    const int rows = tile_rows_at(tile);
-    const T* k_s = buffers + buffer * 2 * tile_elems;
-    const T* v_s = k_s + tile_elems;
-    // The other buffer was last read before the barrier that ended the previous tile.
-    const bool more = tile + p.tile_rows < end;
-    if (more) stage(tile + p.tile_rows, buffer ^ 1);
-    // This thread's K copies of this tile have landed (the next tile's two groups may not).
-    if (more) {
-      __pipeline_wait_prior(3);
-    } else {
-      __pipeline_wait_prior(1);
-    }
-    __syncthreads();  // everyone's have, and q_s is written
+  for (int64_t tile = begin; tile < end; tile += p.tile_rows) {
+    const int rows = static_cast<int>(min(static_cast<int64_t>(p.tile_rows), end - tile));
+    if (tile != begin) stage(tile, rows);
+    __pipeline_wait_prior(1);  // this thread's K copies have landed
+    __syncthreads();           // everyone's have, and q_s is written
 
     // Scores: one warp per row, pairs of elements per lane; kRowsPerPass rows at a time so
     // that their shuffle reductions overlap instead of running back to back.
@@ -229,11 +211,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
         max_s[g] = new_max;
       }
     }
-    if (more) {  // this tile's V copies
-      __pipeline_wait_prior(2);
-    } else {
-      __pipeline_wait_prior(0);
-    }
+    __pipeline_wait_prior(0);  // V copies
     __syncthreads();
 
     // Weighted values.
