@@ -134,13 +134,36 @@ double gemv_burst_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor&
   }, 60);
 }
 
+// `cuda_kernels_bench attention`: three decode-attention calls (LLaMA-2-7B heads, 4096 of 4096
+// rows) and nothing else, for a profiler.
+void profile_attention() {
+  const op::AttentionShape shape{32, 32, 128};
+  const Tensor k = random_gpu(DataType::kBF16, {4096, 4096}, 1);
+  const Tensor v = random_gpu(DataType::kBF16, {4096, 4096}, 2);
+  const Tensor q = random_gpu(DataType::kFP32, {1, 4096}, 3);
+  Tensor out = random_gpu(DataType::kFP32, {1, 4096}, 4);
+  Tensor pos = Tensor::empty(DataType::kINT32, {1}, *cuda_allocator().value()).value();
+  const int32_t last = 4095;
+  check(copy_bytes(pos.raw_data(), DeviceType::kCUDA, &last, DeviceType::kCPU, 4), "pos");
+  for (int i = 0; i < 3; ++i) {
+    check(op::kernel_table(DeviceType::kCUDA).attention[static_cast<int>(DataType::kBF16)](
+              q, k, v, pos, shape, out, nullptr),
+          "attention");
+  }
+  check(synchronize(nullptr), "sync");
+}
+
 }  // namespace
 }  // namespace kuiper
 
-int main() {
+int main(int argc, char** argv) {
   using namespace kuiper;
   if (!cuda_available()) {
     std::printf("no GPU: %s\n", cuda_unavailable_reason().c_str());
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "attention") {
+    profile_attention();
     return 0;
   }
   cudaDeviceProp prop{};
