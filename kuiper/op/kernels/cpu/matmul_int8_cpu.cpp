@@ -1,8 +1,8 @@
 // out[T, rows] = in[T, cols] · Wᵀ for int8 W with per-group fp32 scales, on the CPU.
 // Decode (T = 1) is bound by reading W, which is why int8 pays: it streams a quarter of the
 // bytes of fp32 and widens them in registers (AVX2: 16 weights per step, one scale multiply
-// per group, one horizontal sum per row). Prefill is bound by arithmetic instead, so it
-// dequantizes W a panel of rows at a time into fp32 and hands each panel to BLAS GEMM.
+// per group, one horizontal sum per row). Prefill is bound by arithmetic instead, so each
+// thread dequantizes its rows of W a panel at a time into fp32 and hands each panel to BLAS.
 #include <armadillo>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
+#include "kuiper/op/kernels/cpu/cpu_threads.h"
 #include "kuiper/op/kernels/cpu/int8_cpu_kernels.h"
 
 namespace kuiper::op::cpu {
@@ -92,8 +93,7 @@ void gemv_int8(const Int8Matrix& w, const float* x, float* y) {
   for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot(w, r, x);
 }
 
-// Serial on purpose: the BLAS library keeps its own threads spinning between calls, and an
-// OpenMP region here would fight them for the cores at every panel (measured: 10x slower).
+// One thread's share of rows: serial here, the caller splits the rows across threads.
 void dequantize_rows(const Int8Matrix& w, int64_t first, int64_t count, float* out) {
   const int64_t begin = first * w.cols, end = begin + count * w.cols;
   for (int64_t i = begin; i < end;) {
@@ -106,17 +106,21 @@ void dequantize_rows(const Int8Matrix& w, int64_t first, int64_t count, float* o
   }
 }
 
+// Each thread takes a block of rows (BLAS itself is single-threaded, see cpu_threads.h) and
+// walks it a panel at a time: dequantize into its own buffer, then GEMM.
 void gemm_int8(const Int8Matrix& w, const float* in, float* out, int64_t tokens) {
   // Column-major views: x is [cols, tokens], y is [rows, tokens].
   const arma::fmat x(const_cast<float*>(in), w.cols, tokens, /*copy_aux_mem=*/false, true);
   arma::fmat y(out, w.rows, tokens, false, true);
-  std::vector<float> panel(static_cast<size_t>(std::min(kPanelRows, w.rows) * w.cols));
-  for (int64_t first = 0; first < w.rows; first += kPanelRows) {
-    const int64_t count = std::min(kPanelRows, w.rows - first);
-    dequantize_rows(w, first, count, panel.data());
-    const arma::fmat wp(panel.data(), w.cols, count, false, true);  // [cols, count]
-    y.rows(first, first + count - 1) = wp.t() * x;
-  }
+  parallel_blocks(w.rows, w.rows * w.cols * tokens, [&](int64_t begin, int64_t end) {
+    std::vector<float> panel(static_cast<size_t>(std::min(kPanelRows, end - begin) * w.cols));
+    for (int64_t first = begin; first < end; first += kPanelRows) {
+      const int64_t count = std::min(kPanelRows, end - first);
+      dequantize_rows(w, first, count, panel.data());
+      const arma::fmat wp(panel.data(), w.cols, count, false, true);  // [cols, count]
+      y.rows(first, first + count - 1) = wp.t() * x;
+    }
+  });
 }
 
 }  // namespace
