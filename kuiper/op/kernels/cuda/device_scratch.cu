@@ -5,7 +5,7 @@
 
 namespace kuiper::op::cuda {
 
-StatusOr<void*> DeviceScratch::get(size_t bytes) {
+StatusOr<DeviceScratch::Memory> DeviceScratch::get(size_t bytes) {
   int device = 0;
   KUIPER_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   if (device < 0 || device >= kMaxDevices) {
@@ -13,7 +13,7 @@ StatusOr<void*> DeviceScratch::get(size_t bytes) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   Block& block = blocks_[device];
-  if (block.bytes >= bytes && block.ptr != nullptr) return block.ptr;
+  if (block.bytes >= bytes && block.ptr != nullptr) return Memory{block.ptr, false};
   KUIPER_ASSIGN_OR_RETURN(Allocator * pool, cuda_allocator());
   // The old block goes back to the pool; work already queued on the stream still finishes
   // before anything queued after this call can reuse it.
@@ -21,7 +21,7 @@ StatusOr<void*> DeviceScratch::get(size_t bytes) {
   block = Block{};
   KUIPER_ASSIGN_OR_RETURN(void* ptr, pool->allocate(bytes));
   block = Block{ptr, bytes};
-  return ptr;
+  return Memory{ptr, true};
 }
 
 }  // namespace kuiper::op::cuda

@@ -16,9 +16,13 @@ namespace kuiper::op::cuda {
 
 class DeviceScratch {
  public:
+  struct Memory {
+    void* ptr;
+    bool fresh;  // just taken from the pool: contents undefined (a caller may need to clear it)
+  };
   // At least `bytes` on the current device. Call with the largest size first (warm-up) when a
   // graph is to be captured later: growing hands out a new pointer.
-  StatusOr<void*> get(size_t bytes);
+  StatusOr<Memory> get(size_t bytes);
 
  private:
   static constexpr int kMaxDevices = 16;
