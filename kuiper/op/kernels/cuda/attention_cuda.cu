@@ -71,15 +71,11 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     const int64_t slots = tokens * shape.n_heads * p.splits;
     const int64_t counters = tokens * shape.n_kv_heads * p.blocks_per_kv_head;
     const size_t bytes = (slots * (shape.head_dim + 2) + counters) * sizeof(float);
-    KUIPER_ASSIGN_OR_RETURN(const DeviceScratch::Memory scratch, partials.get(bytes));
-    p.partial_out = static_cast<float*>(scratch.ptr);
+    // The counters start at zero and every call leaves them at zero.
+    KUIPER_ASSIGN_OR_RETURN(void* scratch, partials.get_zeroed(bytes, stream));
+    p.partial_out = static_cast<float*>(scratch);
     p.partial_max_sum = p.partial_out + slots * shape.head_dim;
     p.finished_splits = reinterpret_cast<int*>(p.partial_max_sum + slots * 2);
-    // Counters start at zero, and every call leaves them at zero; fresh memory is cleared once.
-    if (scratch.fresh) {
-      KUIPER_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(p.finished_splits, 0, counters * sizeof(int), stream));
-    }
   }
   const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * p.blocks_per_kv_head),
                   static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));

@@ -16,15 +16,16 @@ namespace kuiper::op::cuda {
 
 class DeviceScratch {
  public:
-  struct Memory {
-    void* ptr;
-    bool fresh;  // just taken from the pool: contents undefined (a caller may need to clear it)
-  };
   // At least `bytes` on the current device. Call with the largest size first (warm-up) when a
   // graph is to be captured later: growing hands out a new pointer.
-  StatusOr<Memory> get(size_t bytes);
+  StatusOr<void*> get(size_t bytes);
+  // Like get, but memory handed out for the first time is zeroed (queued on `stream`); for
+  // callers that keep it zero between uses, such as counters.
+  StatusOr<void*> get_zeroed(size_t bytes, void* stream);
 
  private:
+  StatusOr<void*> get(size_t bytes, bool& fresh);
+
   static constexpr int kMaxDevices = 16;
   struct Block {
     void* ptr = nullptr;

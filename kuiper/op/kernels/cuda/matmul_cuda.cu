@@ -92,12 +92,11 @@ Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
   const void* b = in.raw_data();
   if constexpr (!std::is_same_v<T, float>) {
     const int64_t n = in.numel();
-    KUIPER_ASSIGN_OR_RETURN(const DeviceScratch::Memory scratch,
-                            rounded_activations.get(n * sizeof(T)));
+    KUIPER_ASSIGN_OR_RETURN(void* scratch, rounded_activations.get(n * sizeof(T)));
     round_activations_kernel<T><<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(
-        in.data<float>(), static_cast<T*>(scratch.ptr), n);
+        in.data<float>(), static_cast<T*>(scratch), n);
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("round activations");
-    b = scratch.ptr;
+    b = scratch;
   }
   KUIPER_ASSIGN_OR_RETURN(CublasContext * ctx, cublas_context());
   std::lock_guard<std::mutex> lock(ctx->mutex);
