@@ -14,10 +14,8 @@ namespace {
 
 // Decode splits the whole cache capacity (the length is only known on the device) into ranges
 // of at least kMinSplitRows rows and at most kMaxSplits ranges; blocks past the length exit at
-// once, which costs far less than the parallelism short ranges give long contexts. Each range
-// holds whole tiles (kMinSplitRows: two 16 KB tiles of bf16 rows of 128), which spreads the
-// fixed cost of a block over more rows.
-constexpr int kMinSplitRows = 128;
+// once, which costs far less than the parallelism short ranges give long contexts.
+constexpr int kMinSplitRows = 64;
 constexpr int kMaxGridZ = 65535;
 
 // Asks once per cache type for the largest shared-memory carveout: with the driver's default
@@ -69,21 +67,23 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   }
   if (p.splits > 1) {
     const int64_t slots = tokens * shape.n_heads * p.splits;
-    const int64_t counters = tokens * shape.n_kv_heads * p.blocks_per_kv_head;
-    const size_t bytes = (slots * (shape.head_dim + 2) + counters) * sizeof(float);
-    // The counters start at zero and every call leaves them at zero.
-    KUIPER_ASSIGN_OR_RETURN(void* scratch, partials.get_zeroed(bytes, stream));
+    KUIPER_ASSIGN_OR_RETURN(void* scratch,
+                            partials.get(slots * (shape.head_dim + 2) * sizeof(float)));
     p.partial_out = static_cast<float*>(scratch);
     p.partial_max_sum = p.partial_out + slots * shape.head_dim;
-    p.finished_splits = reinterpret_cast<int*>(p.partial_max_sum + slots * 2);
   }
   const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * p.blocks_per_kv_head),
                   static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));
-  // Tiles of K and V; after a split's last tile, the merging block's split weights.
-  const size_t tiles_bytes = std::max(2 * static_cast<size_t>(p.tile_rows) * row_bytes,
-                                      p.splits > 1 ? kMaxGroup * p.splits * sizeof(float) : 0);
+  const size_t tiles_bytes = 2 * static_cast<size_t>(p.tile_rows) * row_bytes;
   attention_kernel<T><<<grid, kAttentionThreads, tiles_bytes, stream>>>(p);
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention");
+  if (p.splits > 1) {
+    const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));
+    attention_combine_kernel<<<combine_grid, kCombineThreads, 0, stream>>>(
+        p.partial_out, p.partial_max_sum, p.positions, context, shape.n_heads, shape.head_dim,
+        p.span, p.splits, p.out);
+    KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention combine");
+  }
   return ok_status();
 }
 

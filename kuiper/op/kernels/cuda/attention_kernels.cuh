@@ -10,13 +10,13 @@
 // of the tile's rows).
 //
 // Decode splits the cache into ranges, one block each, writing unnormalised partial results
-// that the last block of each query row and head group to finish merges (flash-decoding);
-// prefill gives each query row one block covering all of its rows, which normalises and writes
-// the output directly.
+// that attention_combine_kernel merges (flash-decoding); prefill gives each query row one block
+// covering all of its rows, which normalises and writes the output directly.
 #pragma once
 
 #include <cuda_pipeline.h>
 
+#include <cub/block/block_reduce.cuh>
 
 #include <cstdint>
 
@@ -32,6 +32,7 @@ inline constexpr int kMaxTileRows = 64;      // cache rows per shared-memory til
 inline constexpr int kTileBytes = 16 << 10;  // per tile of K (and of V)
 inline constexpr int kRowsPerPass = 4;       // score rows a warp reduces together
 inline constexpr int kMaxSplits = 1024;      // decode ranges per (query row, KV head)
+inline constexpr int kCombineThreads = 512;
 
 template <typename T>
 struct AttentionParams {
@@ -42,7 +43,6 @@ struct AttentionParams {
   float* out;                 // [T, n_heads * head_dim], when splits == 1
   float* partial_out;         // [T, n_heads, splits, head_dim], when splits > 1
   float* partial_max_sum;     // [T, n_heads, splits, 2]
-  int* finished_splits;       // [T, gridDim.x], zero between calls: split blocks done so far
   int n_heads, head_dim, group, blocks_per_kv_head;
   int64_t context, kv_dim;
   int span;       // cache rows per split, a multiple of tile_rows
@@ -60,22 +60,15 @@ __device__ __forceinline__ void stage_tile(T* tile, const T* first_row, int rows
   const int row_bytes = head_dim * static_cast<int>(sizeof(T));
   const int step = wide ? 16 : 4;
   const int per_row = row_bytes / step;
-  // Each thread keeps one column of copies and walks rows, so the index arithmetic (a
-  // division) happens once per call rather than once per copy.
-  const int lanes_per_row = min(per_row, kAttentionThreads);
-  const int rows_per_step = kAttentionThreads / lanes_per_row;
-  const int my_row = threadIdx.x / lanes_per_row, my_column = threadIdx.x % lanes_per_row;
-  if (my_row >= rows_per_step) return;
   char* dst = reinterpret_cast<char*>(tile);
   const char* src = reinterpret_cast<const char*>(first_row);
   const int64_t src_stride = kv_dim * static_cast<int64_t>(sizeof(T));
-  for (int r = my_row; r < rows; r += rows_per_step) {
-    for (int c = my_column * step; c < row_bytes; c += lanes_per_row * step) {
-      if (wide) {
-        __pipeline_memcpy_async(dst + r * row_bytes + c, src + r * src_stride + c, 16);
-      } else {
-        __pipeline_memcpy_async(dst + r * row_bytes + c, src + r * src_stride + c, 4);
-      }
+  for (int i = threadIdx.x; i < rows * per_row; i += kAttentionThreads) {
+    const int r = i / per_row, c = (i % per_row) * step;
+    if (wide) {
+      __pipeline_memcpy_async(dst + r * row_bytes + c, src + r * src_stride + c, 16);
+    } else {
+      __pipeline_memcpy_async(dst + r * row_bytes + c, src + r * src_stride + c, 4);
     }
   }
 }
@@ -103,9 +96,9 @@ __global__ void __launch_bounds__(kAttentionThreads)
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
   if (begin >= end) {
-    // Splits past the length take no part in the merge; a row with no valid position gets
-    // zeros rather than garbage (from its first split when split).
-    if (split == 0) {
+    // Splits past the length are ignored by the combine; an unsplit row with no valid
+    // position gets zeros rather than garbage.
+    if (p.splits == 1) {
       for (int i = tid; i < heads * hd; i += kAttentionThreads) {
         p.out[t * q_dim + static_cast<int64_t>(head0) * hd + i] = 0.f;
       }
@@ -272,53 +265,61 @@ __global__ void __launch_bounds__(kAttentionThreads)
       }
     }
   }
-  if (p.splits == 1) return;
+}
 
-  // The last split block of this (row, head group) to finish merges all splits, so no second
-  // kernel is needed: out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M).
-  __shared__ bool last_s;
-  __syncthreads();  // every partial of this block is written
-  if (tid == 0) {
-    __threadfence();  // ... and visible to the block that will merge them
-    int* counter = p.finished_splits + static_cast<int64_t>(t) * gridDim.x + blockIdx.x;
-    const int used = static_cast<int>((length + p.span - 1) / p.span);
-    last_s = atomicAdd(counter, 1) == used - 1;
-    if (last_s) *counter = 0;  // ready for the next call (or graph replay)
-  }
+struct MaxOf {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Merges the splits of one (query row, head): out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M).
+// Block (head, t). The split weights are computed once into shared memory; then each thread
+// sums one output dimension over a strided subset of the splits (several loads in flight),
+// and the subsets are added up through shared memory.
+__global__ void __launch_bounds__(kCombineThreads)
+    attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
+                             const int32_t* positions, int64_t context, int n_heads,
+                             int head_dim, int span, int splits, float* out) {
+  using Reduce = cub::BlockReduce<float, kCombineThreads>;
+  __shared__ typename Reduce::TempStorage reduce_storage;
+  __shared__ float weight_s[kMaxSplits];
+  __shared__ float sums_s[kCombineThreads];
+  __shared__ float global_max_s, denominator_s;
+  const int head = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+  const int64_t length = attended_length(positions, t, context);
+  const int used = static_cast<int>((length + span - 1) / span);
+  const int64_t head_row = static_cast<int64_t>(t) * n_heads + head;
+  const float* max_sum = partial_max_sum + head_row * splits * 2;
+
+  float local_max = -INFINITY;
+  for (int s = tid; s < used; s += kCombineThreads) local_max = fmaxf(local_max, max_sum[2 * s]);
+  const float block_max = Reduce(reduce_storage).Reduce(local_max, MaxOf{});
+  if (tid == 0) global_max_s = block_max;
   __syncthreads();
-  if (!last_s) return;
-  __threadfence();
-  const int used = static_cast<int>((length + p.span - 1) / p.span);
-  // Split weights e^(m_s−M) per head, in the tile memory (no longer needed; the launch makes
-  // it hold kMaxGroup * splits floats).
-  float* weight_s = reinterpret_cast<float*>(tiles_s);
-  for (int g = warp; g < heads; g += kAttentionWarps) {
-    const float* ms = p.partial_max_sum + ((static_cast<int64_t>(t) * p.n_heads + head0 + g) * p.splits) * 2;
-    float m = -INFINITY;
-    for (int s = lane; s < used; s += 32) m = fmaxf(m, __ldcg(ms + 2 * s));
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    float denominator = 0.f;
-    for (int s = lane; s < used; s += 32) {
-      const float w = expf(__ldcg(ms + 2 * s) - m);
-      weight_s[g * used + s] = w;
-      denominator += __ldcg(ms + 2 * s + 1) * w;
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      denominator += __shfl_xor_sync(0xffffffffu, denominator, offset);
-    }
-    if (lane == 0) sum_s[g] = denominator;
+  float local_denominator = 0.f;
+  for (int s = tid; s < used; s += kCombineThreads) {
+    const float w = expf(max_sum[2 * s] - global_max_s);
+    weight_s[s] = w;
+    local_denominator += max_sum[2 * s + 1] * w;
   }
+  __syncthreads();  // reduce_storage is reused
+  const float denominator = Reduce(reduce_storage).Sum(local_denominator);
+  if (tid == 0) denominator_s = denominator;
   __syncthreads();
-  for (int i = tid; i < heads * hd; i += kAttentionThreads) {
-    const int g = i / hd, d = i % hd;
-    const int64_t head_row = static_cast<int64_t>(t) * p.n_heads + head0 + g;
-    const float* o = p.partial_out + head_row * p.splits * hd + d;
-    float numerator = 0.f;
-#pragma unroll 16
-    for (int s = 0; s < used; ++s) numerator += __ldcg(o + static_cast<int64_t>(s) * hd) * weight_s[g * used + s];
-    p.out[head_row * hd + d] = numerator / sum_s[g];
+
+  const int phases = kCombineThreads / head_dim;  // head_dim <= kMaxHeadDim < threads
+  const int d = tid % head_dim, phase = tid / head_dim;
+  float numerator = 0.f;
+  if (phase < phases) {
+    const float* o = partial_out + head_row * splits * head_dim + d;
+#pragma unroll 8
+    for (int s = phase; s < used; s += phases) numerator += o[static_cast<int64_t>(s) * head_dim] * weight_s[s];
+  }
+  sums_s[tid] = numerator;
+  __syncthreads();
+  if (tid < head_dim) {
+    float total = 0.f;
+    for (int k = 0; k < phases; ++k) total += sums_s[k * head_dim + tid];
+    out[head_row * head_dim + tid] = used > 0 ? total / denominator_s : 0.f;
   }
 }
 

@@ -19,13 +19,8 @@ class DeviceScratch {
   // At least `bytes` on the current device. Call with the largest size first (warm-up) when a
   // graph is to be captured later: growing hands out a new pointer.
   StatusOr<void*> get(size_t bytes);
-  // Like get, but memory handed out for the first time is zeroed (queued on `stream`); for
-  // callers that keep it zero between uses, such as counters.
-  StatusOr<void*> get_zeroed(size_t bytes, void* stream);
 
  private:
-  StatusOr<void*> get(size_t bytes, bool& fresh);
-
   static constexpr int kMaxDevices = 16;
   struct Block {
     void* ptr = nullptr;
