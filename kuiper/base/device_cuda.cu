@@ -151,12 +151,18 @@ Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType 
     return cuda_status(cudaMemcpyAsync(dst, src, bytes, kind, as_cuda_stream(stream)),
                        "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
   }
+  // Without a stream the copy is immediate and sees all work queued before it. cudaMemcpy
+  // alone would not: it is ordered only with the legacy default stream, not with the
+  // non-blocking streams models run on, and could read results still being computed.
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return cuda_status(cudaMemcpy(dst, src, bytes, kind),
                      "cudaMemcpy(" + std::to_string(bytes) + " bytes)");
 }
 
 Status synchronize(Stream stream) {
   if (!cuda_available()) return ok_status();  // nothing can have been queued
+  // No stream: wait for everything (see copy_bytes for why not just the legacy stream).
+  if (stream == nullptr) return cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return cuda_status(cudaStreamSynchronize(as_cuda_stream(stream)), "cudaStreamSynchronize");
 }
 
