@@ -146,6 +146,23 @@ TEST_F(CudaKernels, CopiesInEveryDirectionWithAndWithoutStream) {
   EXPECT_EQ(cudaStreamDestroy(own_stream), cudaSuccess);
 }
 
+TEST_F(CudaKernels, CopyWithoutStreamSeesWorkQueuedOnOtherStreams) {
+  // Large enough that a copy not ordered after the kernel would read the poison.
+  const int64_t n = int64_t{1} << 24;
+  const Tensor a = test::random_tensor({n}, rng_);
+  const Tensor gpu_a = upload(a);
+  Tensor out = poisoned_gpu({n});
+  cudaStream_t own_stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&own_stream, cudaStreamNonBlocking), cudaSuccess);
+  KUIPER_ASSERT_OK(gpu_.add(gpu_a, gpu_a, out, own_stream));
+  const Tensor result = download(out);  // no stream, no explicit wait
+  EXPECT_EQ(cudaStreamSynchronize(own_stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(own_stream), cudaSuccess);
+  for (int64_t i = 0; i < n; i += 4099) {
+    ASSERT_EQ(result.data<float>()[i], a.data<float>()[i] * 2) << "element " << i;
+  }
+}
+
 // ---- Kernels ---------------------------------------------------------------------------------
 
 TEST_F(CudaKernels, EmbeddingMatchesCpuForEveryTableType) {
