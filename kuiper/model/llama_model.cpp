@@ -73,6 +73,9 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
     KUIPER_RETURN_IF_ERROR(check_device_memory());
     KUIPER_ASSIGN_OR_RETURN(stream_, create_stream(device_));
     use_graph_ = options.use_cuda_graph;
+    // Stacking copies the weights, which the GPU needs anyway; on the CPU fp32 weights stay
+    // zero-copy views of the mapped file.
+    stacked_ = true;
   }
 
   const LlamaWeights& w = checkpoint.weights;
@@ -80,6 +83,19 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
     KUIPER_ASSIGN_OR_RETURN(op::Weight placed, convert_weight(weight, weight_dtype_, alloc));
     return op::MatMul(name, std::move(placed));
+  };
+  // Stacks `parts` into one matrix; `views` receive the parts back as row views into it.
+  const auto stacked = [&](const std::string& name, std::initializer_list<op::Weight> parts,
+                           std::initializer_list<std::pair<std::string, op::MatMul*>> views) -> StatusOr<op::MatMul> {
+    KUIPER_ASSIGN_OR_RETURN(op::Weight whole, stack_rows(std::vector<op::Weight>(parts), weight_dtype_, alloc));
+    int64_t row = 0;
+    auto part = parts.begin();
+    for (const auto& [view_name, view] : views) {
+      KUIPER_ASSIGN_OR_RETURN(op::Weight rows, whole.slice_rows(row, row + part->rows()));
+      row += (part++)->rows();
+      *view = op::MatMul(view_name, std::move(rows));
+    }
+    return op::MatMul(name, std::move(whole));
   };
   const auto norm = [&](const Tensor& weight) -> StatusOr<op::RmsNorm> {
     KUIPER_ASSIGN_OR_RETURN(Tensor placed, place_fp32(weight, alloc));
@@ -93,13 +109,20 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
     const std::string prefix = "layer " + std::to_string(l) + " ";
     KUIPER_ASSIGN_OR_RETURN(dst.attention_norm, norm(src.attention_norm));
     KUIPER_ASSIGN_OR_RETURN(dst.ffn_norm, norm(src.ffn_norm));
-    KUIPER_ASSIGN_OR_RETURN(dst.wq, matmul(prefix + "wq", src.wq));
-    KUIPER_ASSIGN_OR_RETURN(dst.wk, matmul(prefix + "wk", src.wk));
-    KUIPER_ASSIGN_OR_RETURN(dst.wv, matmul(prefix + "wv", src.wv));
+    if (stacked_) {
+      KUIPER_ASSIGN_OR_RETURN(dst.wqkv, stacked(prefix + "wqkv", {src.wq, src.wk, src.wv},
+                                                {{prefix + "wq", &dst.wq}, {prefix + "wk", &dst.wk}, {prefix + "wv", &dst.wv}}));
+      KUIPER_ASSIGN_OR_RETURN(dst.w13, stacked(prefix + "w13", {src.w1, src.w3},
+                                               {{prefix + "w1", &dst.w1}, {prefix + "w3", &dst.w3}}));
+    } else {
+      KUIPER_ASSIGN_OR_RETURN(dst.wq, matmul(prefix + "wq", src.wq));
+      KUIPER_ASSIGN_OR_RETURN(dst.wk, matmul(prefix + "wk", src.wk));
+      KUIPER_ASSIGN_OR_RETURN(dst.wv, matmul(prefix + "wv", src.wv));
+      KUIPER_ASSIGN_OR_RETURN(dst.w1, matmul(prefix + "w1", src.w1));
+      KUIPER_ASSIGN_OR_RETURN(dst.w3, matmul(prefix + "w3", src.w3));
+    }
     KUIPER_ASSIGN_OR_RETURN(dst.wo, matmul(prefix + "wo", src.wo));
-    KUIPER_ASSIGN_OR_RETURN(dst.w1, matmul(prefix + "w1", src.w1));
     KUIPER_ASSIGN_OR_RETURN(dst.w2, matmul(prefix + "w2", src.w2));
-    KUIPER_ASSIGN_OR_RETURN(dst.w3, matmul(prefix + "w3", src.w3));
   }
   KUIPER_ASSIGN_OR_RETURN(final_norm_, norm(w.final_norm));
   KUIPER_ASSIGN_OR_RETURN(classifier_, matmul("classifier", w.classifier));
@@ -164,6 +187,18 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(full_.hb2, f32({rows, config_.hidden_dim}));
   KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
+  if (stacked_) {
+    KUIPER_ASSIGN_OR_RETURN(decode_qkv_, f32({1, q_dim + 2 * kv}));
+    KUIPER_ASSIGN_OR_RETURN(decode_h13_, f32({1, 2 * int64_t{config_.hidden_dim}}));
+    const auto columns = [](const Tensor& row, int64_t begin, int64_t end) {
+      return Tensor::view(row.buffer(), begin * sizeof(float), DataType::kFP32, {1, end - begin});
+    };
+    KUIPER_ASSIGN_OR_RETURN(decode_.q, columns(decode_qkv_, 0, q_dim));
+    KUIPER_ASSIGN_OR_RETURN(decode_.k, columns(decode_qkv_, q_dim, q_dim + kv));
+    KUIPER_ASSIGN_OR_RETURN(decode_.v, columns(decode_qkv_, q_dim + kv, q_dim + 2 * kv));
+    KUIPER_ASSIGN_OR_RETURN(decode_.hb, columns(decode_h13_, 0, config_.hidden_dim));
+    KUIPER_ASSIGN_OR_RETURN(decode_.hb2, columns(decode_h13_, config_.hidden_dim, 2 * int64_t{config_.hidden_dim}));
+  }
   host_staging_.resize(2 * static_cast<size_t>(max_batch_));
   return ok_status();
 }
@@ -184,7 +219,7 @@ StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
 }
 
 size_t LlamaModel::weight_bytes() const {
-  size_t bytes = embedding_.table().nbytes() / config_.vocab_size * config_.dim;  // one row read
+  size_t bytes = embedding_.table().nbytes() / config_.vocab_size;  // one row is read
   for (const Layer& l : layers_) {
     for (const op::MatMul* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) bytes += m->weight().nbytes();
     bytes += l.attention_norm.weight().nbytes() + l.ffn_norm.weight().nbytes();
@@ -218,19 +253,28 @@ Status LlamaModel::upload_inputs(std::span<const int32_t> tokens, int start_pos,
 
 Status LlamaModel::run_layers(const Activations& a) {
   Tensor x = a.x, xb = a.xb, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb, hb2 = a.hb2;
+  const bool one_launch = stacked_ && &a == &decode_;  // decode_'s q|k|v and hb|hb2 are stacked
   KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, x, stream_));
   for (Layer& layer : layers_) {
     KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward(x, xb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.wq.forward(xb, q, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.wk.forward(xb, k, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.wv.forward(xb, v, stream_));
+    if (one_launch) {
+      KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(xb, decode_qkv_, stream_));
+    } else {
+      KUIPER_RETURN_IF_ERROR(layer.wq.forward(xb, q, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.wk.forward(xb, k, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.wv.forward(xb, v, stream_));
+    }
     KUIPER_RETURN_IF_ERROR(rope_.forward(q, k, a.positions, stream_));
     KUIPER_RETURN_IF_ERROR(attention_.forward(q, k, v, a.positions, layer.k_cache, layer.v_cache, att, stream_));
     KUIPER_RETURN_IF_ERROR(layer.wo.forward(att, xb, stream_));
     KUIPER_RETURN_IF_ERROR(op::add(x, xb, x, stream_));
     KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward(x, xb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w1.forward(xb, hb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w3.forward(xb, hb2, stream_));
+    if (one_launch) {
+      KUIPER_RETURN_IF_ERROR(layer.w13.forward(xb, decode_h13_, stream_));
+    } else {
+      KUIPER_RETURN_IF_ERROR(layer.w1.forward(xb, hb, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.w3.forward(xb, hb2, stream_));
+    }
     KUIPER_RETURN_IF_ERROR(op::swiglu(hb, hb2, hb, stream_));
     KUIPER_RETURN_IF_ERROR(layer.w2.forward(hb, xb, stream_));
     KUIPER_RETURN_IF_ERROR(op::add(x, xb, x, stream_));

@@ -54,6 +54,10 @@ class LlamaModel {
   struct Layer {
     op::RmsNorm attention_norm, ffn_norm;
     op::MatMul wq, wk, wv, wo, w1, w2, w3;
+    // On the GPU, wq|wk|wv and w1|w3 are stored stacked, so that decoding multiplies each
+    // stack in one launch (one long GEMV streams closer to the memory roofline than three
+    // short ones); wq..w3 are then row views into the stacks, used for prefill.
+    op::MatMul wqkv, w13;
     Tensor k_cache, v_cache;  // this layer's slice of the cache, [context, kv_dim]
   };
   // Activation buffers for a batch of rows (views into the full-size buffers).
@@ -100,6 +104,9 @@ class LlamaModel {
   Tensor k_cache_, v_cache_;  // [n_layers, context, kv_dim]
   Activations full_;          // max_batch rows
   Activations decode_;        // 1-row views, made once so decoding allocates nothing
+  bool stacked_ = false;      // layers have wqkv/w13; decode_.q|k|v and hb|hb2 are then
+  Tensor decode_qkv_;         // views into these [1, q_dim + 2 kv_dim]
+  Tensor decode_h13_;         // and [1, 2 hidden_dim] buffers
   Tensor logits_;             // [vocab]
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
   bool use_graph_ = false;

@@ -1,5 +1,8 @@
 #include "kuiper/model/weight_convert.h"
 
+#include <cstring>
+#include <vector>
+
 #include "kuiper/base/half.h"
 #include "kuiper/model/int8_quantize.h"
 
@@ -74,6 +77,36 @@ StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Al
     }
   }
   return out;
+}
+
+StatusOr<op::Weight> stack_rows(std::span<const op::Weight> parts, DataType dtype, Allocator& allocator) {
+  if (parts.empty()) return invalid_argument("nothing to stack");
+  std::vector<op::Weight> host;
+  int64_t rows = 0;
+  for (const op::Weight& part : parts) {
+    KUIPER_ASSIGN_OR_RETURN(op::Weight converted, convert_weight(part, dtype, cpu_allocator()));
+    if (converted.cols() != parts[0].cols()) {
+      return invalid_argument("cannot stack " + part.values.describe() + " under " + parts[0].values.describe());
+    }
+    rows += converted.rows();
+    host.push_back(std::move(converted));
+  }
+  const int64_t cols = host[0].cols();
+  op::Weight stacked{Tensor(), Tensor(), host[0].group_size};
+  KUIPER_ASSIGN_OR_RETURN(stacked.values, Tensor::empty(dtype, {rows, cols}, cpu_allocator()));
+  if (!host[0].scales.is_empty()) {
+    KUIPER_ASSIGN_OR_RETURN(stacked.scales, Tensor::empty(DataType::kFP32, {rows * cols / stacked.group_size}, cpu_allocator()));
+  }
+  size_t value_offset = 0, scale_offset = 0;
+  for (const op::Weight& part : host) {
+    std::memcpy(static_cast<uint8_t*>(stacked.values.raw_data()) + value_offset, part.values.raw_data(), part.values.nbytes());
+    value_offset += part.values.nbytes();
+    if (!part.scales.is_empty()) {
+      std::memcpy(static_cast<uint8_t*>(stacked.scales.raw_data()) + scale_offset, part.scales.raw_data(), part.scales.nbytes());
+      scale_offset += part.scales.nbytes();
+    }
+  }
+  return convert_weight(stacked, dtype, allocator);
 }
 
 StatusOr<Tensor> place_fp32(const Tensor& tensor, Allocator& allocator) {

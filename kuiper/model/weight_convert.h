@@ -2,6 +2,8 @@
 // on the requested device. fp32 weights that stay fp32 on the CPU are used in place (no copy).
 #pragma once
 
+#include <span>
+
 #include "kuiper/base/allocator.h"
 #include "kuiper/op/weight.h"
 
@@ -10,6 +12,10 @@ namespace kuiper {
 // A weight in `dtype` on the allocator's device. Float dtypes convert with round-to-nearest;
 // int8 quantizes in groups of kDefaultInt8GroupSize (int8_quantize.h) and dequantizes back.
 StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Allocator& allocator);
+
+// One weight holding `parts` stacked row after row, in `dtype` on the allocator's device (the
+// parts must agree in columns). Converted on the host, uploaded once.
+StatusOr<op::Weight> stack_rows(std::span<const op::Weight> parts, DataType dtype, Allocator& allocator);
 
 // An fp32 vector (norm weights) on the allocator's device; zero-copy on the CPU.
 StatusOr<Tensor> place_fp32(const Tensor& tensor, Allocator& allocator);

@@ -20,6 +20,17 @@ struct Weight {
   int64_t cols() const { return values.dim(1); }
   bool is_quantized() const { return values.dtype() == DataType::kINT8; }
   size_t nbytes() const { return values.nbytes() + (scales.is_empty() ? 0 : scales.nbytes()); }
+
+  // Rows [begin, end) as a weight sharing this one's memory.
+  StatusOr<Weight> slice_rows(int64_t begin, int64_t end) const {
+    Weight part{Tensor(), Tensor(), group_size};
+    KUIPER_ASSIGN_OR_RETURN(part.values, values.slice(begin, end));
+    if (!scales.is_empty()) {
+      const int64_t per_row = cols() / group_size;
+      KUIPER_ASSIGN_OR_RETURN(part.scales, scales.slice(begin * per_row, end * per_row));
+    }
+    return part;
+  }
 };
 
 }  // namespace kuiper::op
