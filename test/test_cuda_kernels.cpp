@@ -323,17 +323,54 @@ TEST_F(CudaAttention, DecodeHandlesOddHeadDimAndGroupsBeyondOneBlock) {
   check(DataType::kFP32, {1, 3, 256}, 90, {89}, 2e-5);  // 16-row tiles, 4 per split
 }
 
+// Prefill over fp16/bf16 caches with head_dim 64 or 128 runs on the tensor cores, which round
+// the queries and the softmax weights to the cache's type: tolerances as for the prefill
+// matmul. fp32 caches take the CUDA-core kernel.
+double prefill_tolerance(DataType cache) {
+  return cache == DataType::kBF16 ? 1e-2 : cache == DataType::kFP16 ? 2e-3 : 2e-5;
+}
+
 TEST_F(CudaAttention, PrefillMatchesCpuForACausalChunk) {
   for (DataType dtype : kFloatTypes) {
     for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}}) {
       for (int32_t start : {0, 500}) {
         std::vector<int32_t> positions(37);
         for (int i = 0; i < 37; ++i) positions[i] = start + i;
-        check(dtype, c, 1000, positions, 2e-5);
+        check(dtype, c, 1000, positions, prefill_tolerance(dtype));
       }
     }
   }
-  check(DataType::kFP16, {2, 8, 64}, 200, {5, 0, 99}, 2e-5);  // any positions, any order
+  // Any positions, any order.
+  check(DataType::kFP16, {2, 8, 64}, 200, {5, 0, 99}, prefill_tolerance(DataType::kFP16));
+}
+
+TEST_F(CudaAttention, PrefillSpansSeveralQueryAndKeyTiles) {
+  // 200 rows: three full 64-row query tiles and a partial one; starting at 70, so the tiles of
+  // 64 cache rows never line up with the chunk; the last row sees the whole cache.
+  std::vector<int32_t> positions(200);
+  for (int i = 0; i < 200; ++i) positions[i] = 70 + i;
+  for (DataType dtype : {DataType::kBF16, DataType::kFP16}) {
+    check(dtype, {2, 4, 128}, 270, positions, prefill_tolerance(dtype));
+    check(dtype, {3, 2, 64}, 300, positions, prefill_tolerance(dtype));
+  }
+  // Shapes the tensor cores do not take fall back: head_dim 50 on a bf16 cache.
+  check(DataType::kBF16, {2, 4, 50}, 300, positions, 2e-5);
+}
+
+TEST_F(CudaAttention, PrefillGivesZerosForPositionsOutsideTheCache) {
+  // The CPU kernel refuses such positions, so the GPU result is checked directly: row 0 is a
+  // normal row, rows 1 and 2 (past the cache, negative) must be zeros, not NaN or garbage.
+  const int64_t capacity = 100, kv_dim = 128, q_dim = 2 * 128;
+  const op::AttentionShape shape{2, 1, 128};
+  const Tensor cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
+  const Tensor q = test::random_tensor({3, q_dim}, rng_);
+  Tensor out = poisoned_gpu({3, q_dim});
+  KUIPER_ASSERT_OK(gpu_.attention[at(DataType::kBF16)](upload(q), upload(cache), upload(cache),
+                                                       upload(int_tensor({99, 100, -1})), shape,
+                                                       out, nullptr));
+  const Tensor back = download(out);
+  for (int64_t i = 0; i < q_dim; ++i) EXPECT_TRUE(std::isfinite(back.data<float>()[i])) << i;
+  for (int64_t i = q_dim; i < 3 * q_dim; ++i) ASSERT_EQ(back.data<float>()[i], 0.f) << i;
 }
 
 TEST_F(CudaKernels, SwigluAndAddMatchCpuAlsoInPlace) {

@@ -1,11 +1,14 @@
 // Attention wrapper: sizes the launch from shapes known on the host (never from positions,
-// which live on the device) and picks flash-decoding splits for a single query row.
+// which live on the device). Prefill (T > 1) over a 16-bit cache with head_dim 64 or 128 runs
+// on the tensor cores (attention_prefill.cu); everything else runs the CUDA-core kernel here,
+// with flash-decoding splits for a single query row.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/attention_kernels.cuh"
+#include "kuiper/op/kernels/cuda/attention_prefill.cuh"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/device_scratch.cuh"
 
@@ -113,6 +116,9 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        " and " + std::to_string(tokens) + " rows");
   }
   if (tokens == 0) return ok_status();
+  if (tokens > 1 && tensor_core_prefill_fits(q, k_cache, v_cache, shape, out)) {
+    return tensor_core_prefill(q, k_cache, v_cache, positions, shape, out, stream);
+  }
   return dispatch_float_type(k_cache.dtype(), [&](auto zero) {
     return launch<decltype(zero)>(q, k_cache, v_cache, positions, shape, out,
                                   as_cuda_stream(stream));

@@ -5,7 +5,7 @@
 // register file holds), weights read past L1 so that x stays cached there, fp32 sums reduced
 // with warp shuffles.
 //
-// Measured on an H200 (bench/cuda_kernels_bench.cu), this beat two persistent designs that
+// Measured on an H200 (tools/cuda_kernels_bench.cu), this beat two persistent designs that
 // stream each warp's rows without pause, one double-buffering registers and one filling a
 // per-warp shared-memory ring with cp.async: both reached only 45-65% of copy bandwidth on
 // 4096-wide matrices against 70-92% here. Bursts of 8 loads instead of 16: 50-77%.

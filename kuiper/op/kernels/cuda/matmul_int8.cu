@@ -1,11 +1,7 @@
 // int8-weight matmul on the GPU.
-// Decode (T = 1) streams W once: one warp per row, each lane issuing kUnroll 16-byte loads
-// (16 weights each) before using any, read past L1 (__ldcs) so that x stays cached. Weights are
-// widened in registers without the slow int->float conversion unit: a byte b, offset to
-// b + 128, is placed in the mantissa of 2^23 (one byte permute) and 2^23 + 128 subtracted.
-// One scale multiply per 16 weights: the fast path needs 16-weight chunks that never straddle a
-// group (cols % 16 == 0, group a power of two ≥ 16, so the group index is a shift); any other
-// shape takes a plain per-element kernel.
+// Decode (T = 1) streams W once through the GEMV of gemv_int8.cuh; shapes it cannot take (cols
+// not a multiple of 16, a group size that is not a power of two ≥ 16, unaligned data) run a
+// plain per-element kernel.
 // Prefill (T > 1) is compute-bound: W is dequantized to bf16 into scratch memory and multiplied
 // by the bf16 tensor-core GEMM behind matmul().
 #include <cuda_bf16.h>
@@ -14,82 +10,32 @@
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/device_scratch.cuh"
+#include "kuiper/op/kernels/cuda/gemv_int8.cuh"
 #include "kuiper/op/kernels/cuda/int8_cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
 
-constexpr int kWarps = 8;   // rows per block
-constexpr int kUnroll = 8;  // 16-byte loads in flight per lane: 4 KiB per warp
-
-// The signed byte `index` of `word`, as an exact float.
-template <int kIndex>
-__device__ __forceinline__ float widen_byte(uint32_t biased_word) {
-  constexpr float kOffset = 8388608.f + 128.f;  // 2^23 + 128
-  return __uint_as_float(__byte_perm(biased_word, 0x4B000000u, 0x7540u + kIndex)) - kOffset;
-}
-
-__device__ __forceinline__ float dot4(uint32_t word, float4 x) {
-  const uint32_t biased = word ^ 0x80808080u;  // b -> b + 128 in every byte
-  return widen_byte<0>(biased) * x.x + widen_byte<1>(biased) * x.y + widen_byte<2>(biased) * x.z +
-         widen_byte<3>(biased) * x.w;
-}
-
-// 16 weights · 16 inputs (x: four float4).
-__device__ __forceinline__ float dot16(const uint4& w, const float4* x) {
-  return dot4(w.x, __ldg(x)) + dot4(w.y, __ldg(x + 1)) + dot4(w.z, __ldg(x + 2)) +
-         dot4(w.w, __ldg(x + 3));
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_int8_kernel(const int8_t* __restrict__ q, const float* __restrict__ scales,
-                     const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
-                     int group_shift) {
-  const int lane = threadIdx.x % 32;
-  const int row = blockIdx.x * kWarps + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int chunks = cols / 16;
-  const int64_t flat = static_cast<int64_t>(row) * cols;
-  const uint4* wr = reinterpret_cast<const uint4*>(q + flat);
-  const float4* x4 = reinterpret_cast<const float4*>(x);
-  float sum = 0.f;
-  for (int base = lane; base < chunks; base += 32 * kUnroll) {
-    uint4 w[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (base + u * 32 < chunks) w[u] = __ldcs(wr + base + u * 32);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = base + u * 32;
-      if (c < chunks) sum += __ldg(scales + ((flat + c * 16) >> group_shift)) * dot16(w[u], x4 + c * 4);
-    }
-  }
-  sum = warp_sum(sum);
-  if (lane == 0) y[row] = sum;
-}
+// Rows per warp and 16-byte loads per row and lane in one burst: the best of those measured
+// (gemv_int8.cuh has the numbers; tools/cuda_kernels_bench.cu re-measures them).
+constexpr int kGemvRows = 4;
+constexpr int kGemvBurst = 4;
 
 // Any shape and group size: one warp per row, one element per lane step.
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kGemvInt8Warps * 32)
     gemv_int8_scalar_kernel(const int8_t* __restrict__ q, const float* __restrict__ scales,
                             const float* __restrict__ x, float* __restrict__ y, int rows,
                             int cols, int group_size) {
   const int lane = threadIdx.x % 32;
-  const int row = blockIdx.x * kWarps + threadIdx.x / 32;
+  const int row = blockIdx.x * kGemvInt8Warps + threadIdx.x / 32;
   if (row >= rows) return;
   const int64_t flat = static_cast<int64_t>(row) * cols;
   float sum = 0.f;
   for (int c = lane; c < cols; c += 32) {
     sum += static_cast<float>(q[flat + c]) * scales[(flat + c) / group_size] * x[c];
   }
-  sum = warp_sum(sum);
+  sum = warp_sum_int8(sum);
   if (lane == 0) y[row] = sum;
 }
 
@@ -115,13 +61,15 @@ Status gemv_int8(const Tensor& in, const Weight& weight, Tensor& out, cudaStream
   const int rows = static_cast<int>(weight.rows()), cols = static_cast<int>(weight.cols());
   const int8_t* q = weight.values.data<int8_t>();
   const float* s = weight.scales.data<float>();
-  const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
   const int shift = chunk_group_shift(weight.group_size);
   if (cols % 16 == 0 && shift >= 0 && aligned16(q) && aligned16(in.raw_data())) {
-    gemv_int8_kernel<<<blocks, kWarps * 32, 0, stream>>>(q, s, in.data<float>(), out.data<float>(),
-                                                          rows, cols, shift);
+    constexpr int rows_per_block = kGemvInt8Warps * kGemvRows;
+    const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+    gemv_int8_kernel<kGemvRows, kGemvBurst><<<blocks, kGemvInt8Warps * 32, 0, stream>>>(
+        q, s, in.data<float>(), out.data<float>(), rows, cols, shift);
   } else {
-    gemv_int8_scalar_kernel<<<blocks, kWarps * 32, 0, stream>>>(
+    const unsigned blocks = static_cast<unsigned>((rows + kGemvInt8Warps - 1) / kGemvInt8Warps);
+    gemv_int8_scalar_kernel<<<blocks, kGemvInt8Warps * 32, 0, stream>>>(
         q, s, in.data<float>(), out.data<float>(), rows, cols, weight.group_size);
   }
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("gemv_int8");

@@ -3,9 +3,12 @@
 //  - decode GEMV (bf16, fp16, fp32 weights) through the kernel table, with the weights rotated
 //    among copies that together exceed the L2 cache, also replayed from a CUDA graph, and other
 //    burst depths for reference;
-//  - decode attention over a bf16 cache, prefill attention, and the prefill GEMM.
+//  - decode int8 GEMV (bytes counted: int8 weights + fp32 scales), with other rows-per-warp and
+//    burst depths for reference;
+//  - decode attention over a bf16 cache, prefill attention (tensor cores, and the CUDA-core
+//    kernel it replaced), and the prefill GEMM.
 // Every time is the median of several batches timed with CUDA events, after a warm-up.
-// Built by bench/cuda_device_run.sh on the GPU machine.
+// Target cuda_kernels_bench (CUDA builds); scripts/cuda_kernels_run.sh runs it on the GPU machine.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,7 +20,9 @@
 
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
+#include "kuiper/base/buffer.h"
 #include "kuiper/op/kernels/cuda/gemv.cuh"
+#include "kuiper/op/kernels/cuda/gemv_int8.cuh"
 
 namespace kuiper {
 namespace {
@@ -134,6 +139,38 @@ double gemv_burst_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor&
   }, 60);
 }
 
+// Uniform int8 weights in [-127, 127] and scales in [0.001, 0.02], from the fp32 fill.
+__global__ void int8_from_float_kernel(const float* in, int8_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = static_cast<int8_t>(__float2int_rn(in[i] * 127.f));
+  }
+}
+
+op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, uint32_t seed) {
+  const Tensor values_f = random_gpu(DataType::kFP32, {rows, cols}, seed);
+  auto values = Tensor::empty(DataType::kINT8, {rows, cols}, *cuda_allocator().value());
+  check(values.status(), "allocate int8");
+  int8_from_float_kernel<<<4096, 256>>>(values_f.data<float>(), values->data<int8_t>(), rows * cols);
+  check(cudaGetLastError(), "int8 fill");
+  Tensor scales = random_gpu(DataType::kFP32, {rows * cols / group}, seed + 1);
+  return {std::move(values).value(), std::move(scales), group};
+}
+
+// The int8 GEMV with other rows per warp and burst depth, launched directly (group 64).
+template <int kRows, int kBurst>
+double gemv_int8_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+  const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
+  constexpr int per_block = op::cuda::kGemvInt8Warps * kRows;
+  const unsigned blocks = (rows + per_block - 1) / per_block;
+  return 1e3 * median_ms([&](int i) {
+    const op::Weight& w = ws[i % ws.size()];
+    op::cuda::gemv_int8_kernel<kRows, kBurst><<<blocks, op::cuda::kGemvInt8Warps * 32>>>(
+        w.values.data<int8_t>(), w.scales.data<float>(), x.data<float>(), y.data<float>(), rows,
+        cols, 6);
+  }, 60);
+}
+
 // `cuda_kernels_bench attention`: three decode-attention calls (LLaMA-2-7B heads, 4096 of 4096
 // rows) and nothing else, for a profiler.
 void profile_attention() {
@@ -212,6 +249,28 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Decode int8 GEMV through the table (group 64), and other shapes of the kernel.
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008},
+                      {32000, 4096}}) {
+    const int group = 64;
+    const size_t bytes = static_cast<size_t>(r * c) + 4 * static_cast<size_t>(r * c / group);
+    std::vector<op::Weight> ws;
+    for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int8_weight(r, c, group, 400 + 2 * k));
+    const Tensor x = random_gpu(DataType::kFP32, {1, c}, 18);
+    Tensor y = random_gpu(DataType::kFP32, {1, r}, 19);
+    const auto matmul = table.matmul[static_cast<int>(DataType::kINT8)];
+    const double us = 1e3 * median_ms([&](int i) {
+      check(matmul(x, ws[i % ws.size()], y, nullptr), "int8 matmul");
+    }, 60);
+    const double moved = bytes + 4.0 * (r + c);
+    const std::string name = "gemv int8 " + std::to_string(r) + "x" + std::to_string(c);
+    rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
+    for (auto [label, t] : {std::pair{"  1 row x 8", gemv_int8_us<1, 8>(ws, x, y)},
+                            std::pair{"  2 rows x 8", gemv_int8_us<2, 8>(ws, x, y)}}) {
+      rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
+    }
+  }
+
   // Decode attention over a bf16 cache of 4096 rows, LLaMA-2-7B (32/32) and LLaMA-3-8B (32/8)
   // heads; three caches rotated. Bytes: K and V rows up to the length.
   // (kv heads, length, capacity): the short cases show fixed costs (one tile without splits;
@@ -262,25 +321,41 @@ int main(int argc, char** argv) {
     prefill.push_back({"gemm bf16 T=512 " + std::to_string(r) + "x" + std::to_string(c),
                        {us, 2.0 * tokens * r * c / (us * 1e-6) / 1e12}});
   }
-  {
-    const int64_t tokens = 512, context = 4096;
-    const op::AttentionShape shape{32, 8, 128};
-    const Tensor k = random_gpu(DataType::kBF16, {context, 8 * 128}, 14);
-    const Tensor v = random_gpu(DataType::kBF16, {context, 8 * 128}, 15);
-    const Tensor q = random_gpu(DataType::kFP32, {tokens, 32 * 128}, 16);
+  // Prefill attention over a 512-row chunk of a bf16 cache of 4096 rows, starting at 0 and at
+  // 3584 (the chunk's last rows see the whole cache), LLaMA-2-7B (32/32) and LLaMA-3-8B (32/8)
+  // heads. "cuda cores" runs the kernel the tensor cores replaced: a query misaligned by 4
+  // bytes sends the call there.
+  for (auto [kv_heads, start] : {std::pair{32, 0}, std::pair{8, 0}, std::pair{32, 3584}}) {
+    const int64_t tokens = 512, context = 4096, kv_dim = int64_t{kv_heads} * 128;
+    const op::AttentionShape shape{32, kv_heads, 128};
+    const Tensor k = random_gpu(DataType::kBF16, {context, kv_dim}, 14);
+    const Tensor v = random_gpu(DataType::kBF16, {context, kv_dim}, 15);
+    const Tensor q_storage = random_gpu(DataType::kFP32, {tokens * 32 * 128 + 1}, 16);
+    const Tensor q = Tensor::view(Buffer::borrow(const_cast<void*>(q_storage.raw_data()),
+                                                 q_storage.nbytes(), DeviceType::kCUDA, nullptr),
+                                  0, DataType::kFP32, {tokens, 32 * 128}).value();
+    const Tensor q_misaligned =
+        Tensor::view(Buffer::borrow(const_cast<void*>(q_storage.raw_data()), q_storage.nbytes(),
+                                    DeviceType::kCUDA, nullptr),
+                     4, DataType::kFP32, {tokens, 32 * 128}).value();
     Tensor out = random_gpu(DataType::kFP32, {tokens, 32 * 128}, 17);
     std::vector<int32_t> host_pos(tokens);
-    for (int i = 0; i < tokens; ++i) host_pos[i] = i;
+    for (int i = 0; i < tokens; ++i) host_pos[i] = start + i;
     Tensor pos = Tensor::empty(DataType::kINT32, {tokens}, *cuda_allocator().value()).value();
     check(copy_bytes(pos.raw_data(), DeviceType::kCUDA, host_pos.data(), DeviceType::kCPU,
                      tokens * 4), "pos");
-    const double us = 1e3 * median_ms([&](int) {
-      check(table.attention[static_cast<int>(DataType::kBF16)](q, k, v, pos, shape, out, nullptr),
-            "prefill attention");
-    }, 10);
-    // Causal: each of 32 heads does 2 * 128 multiply-adds per (query, key) pair, twice (QK, PV).
-    const double flops = 32.0 * (tokens * (tokens + 1) / 2) * 128 * 4;
-    prefill.push_back({"attn prefill bf16 T=512 32/8 heads", {us, flops / (us * 1e-6) / 1e12}});
+    const auto attention = table.attention[static_cast<int>(DataType::kBF16)];
+    // Each of 32 heads does 2 * 128 multiply-adds per (query, key) pair, twice (QK, PV).
+    const double pairs = tokens * (start + (tokens + 1) / 2.0);
+    const double flops = 32.0 * pairs * 128 * 4;
+    const std::string name = "attn prefill bf16 T=512 32/" + std::to_string(kv_heads) +
+                             " from " + std::to_string(start);
+    for (auto [label, query] : {std::pair{"", &q}, std::pair{" cuda cores", &q_misaligned}}) {
+      const double us = 1e3 * median_ms([&](int) {
+        check(attention(*query, k, v, pos, shape, out, nullptr), "prefill attention");
+      }, 10);
+      prefill.push_back({name + label, {us, flops / (us * 1e-6) / 1e12}});
+    }
   }
 
   std::printf("\n%-44s %10s %10s %8s\n", "decode kernel", "us", "GB/s", "% copy");

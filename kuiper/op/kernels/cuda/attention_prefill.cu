@@ -1,0 +1,77 @@
+// Launches the tensor-core prefill attention: one block per (head, 64 query rows), sized from
+// host-side shapes only; how many cache rows each block reads is decided on the device from
+// the positions.
+#include <atomic>
+#include <cmath>
+
+#include "kuiper/base/cuda_utils.h"
+#include "kuiper/op/kernels/cuda/attention_prefill.cuh"
+#include "kuiper/op/kernels/cuda/attention_prefill_kernel.cuh"
+
+namespace kuiper::op::cuda {
+namespace {
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+template <typename T, int kHeadDim>
+Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+              const Tensor& positions, const AttentionShape& shape, Tensor& out,
+              cudaStream_t stream) {
+  constexpr size_t shared_bytes = prefill_shared_bytes<kHeadDim>();
+  // The tiles exceed the 48 KiB a kernel gets without asking; asked once per instantiation.
+  static std::atomic<bool> allowed{false};
+  if (!allowed.load()) {
+    KUIPER_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(prefill_attention_kernel<T, kHeadDim>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     static_cast<int>(shared_bytes)));
+    allowed.store(true);
+  }
+  PrefillParams<T> p{};
+  p.q = q.data<float>();
+  p.k_cache = k_cache.data<T>();
+  p.v_cache = v_cache.data<T>();
+  p.positions = positions.data<int32_t>();
+  p.out = out.data<float>();
+  p.tokens = static_cast<int>(positions.numel());
+  p.n_heads = shape.n_heads;
+  p.group = shape.n_heads / shape.n_kv_heads;
+  p.context = k_cache.dim(0);
+  p.kv_dim = k_cache.dim(-1);
+  p.q_scale = static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kHeadDim)));
+  const dim3 grid(static_cast<unsigned>(shape.n_heads),
+                  static_cast<unsigned>((p.tokens + kPrefillQueryRows - 1) / kPrefillQueryRows));
+  prefill_attention_kernel<T, kHeadDim><<<grid, kPrefillThreads, shared_bytes, stream>>>(p);
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("prefill attention");
+  return ok_status();
+}
+
+template <typename T>
+Status launch_for_head_dim(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                           const Tensor& positions, const AttentionShape& shape, Tensor& out,
+                           cudaStream_t stream) {
+  return shape.head_dim == 64
+             ? launch<T, 64>(q, k_cache, v_cache, positions, shape, out, stream)
+             : launch<T, 128>(q, k_cache, v_cache, positions, shape, out, stream);
+}
+
+}  // namespace
+
+bool tensor_core_prefill_fits(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                              const AttentionShape& shape, const Tensor& out) {
+  const DataType type = k_cache.dtype();
+  return (type == DataType::kBF16 || type == DataType::kFP16) &&
+         (shape.head_dim == 64 || shape.head_dim == 128) && aligned(k_cache.raw_data(), 16) &&
+         aligned(v_cache.raw_data(), 16) && aligned(q.raw_data(), 8) && aligned(out.raw_data(), 8);
+}
+
+Status tensor_core_prefill(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                           const Tensor& positions, const AttentionShape& shape, Tensor& out,
+                           Stream stream) {
+  const cudaStream_t s = as_cuda_stream(stream);
+  if (k_cache.dtype() == DataType::kBF16) {
+    return launch_for_head_dim<__nv_bfloat16>(q, k_cache, v_cache, positions, shape, out, s);
+  }
+  return launch_for_head_dim<__half>(q, k_cache, v_cache, positions, shape, out, s);
+}
+
+}  // namespace kuiper::op::cuda
