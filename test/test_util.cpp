@@ -10,7 +10,13 @@ std::string source_path(const std::string& relative) {
 }
 
 std::string scratch_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(KUIPER_BINARY_DIR) / "test_scratch" / name;
+  // ctest runs tests in parallel processes: each test gets a folder of its own.
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string owner = test ? std::string(test->test_suite_name()) + "." + test->name() : "no_test";
+  for (char& c : owner) {
+    if (c == '/') c = '_';
+  }
+  const auto dir = std::filesystem::path(KUIPER_BINARY_DIR) / "test_scratch" / owner / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

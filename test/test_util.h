@@ -14,7 +14,8 @@ namespace kuiper::test {
 
 // Absolute path of a file under the source tree, e.g. source_path("models/stories260K/...").
 std::string source_path(const std::string& relative);
-// A fresh scratch directory under the build tree for files a test writes.
+// A fresh scratch directory under the build tree for files a test writes, private to the
+// running test.
 std::string scratch_dir(const std::string& name);
 
 // fp32 CPU tensor with values uniform in [lo, hi).
