@@ -239,6 +239,37 @@ TEST(CpuRmsNorm, MatchesReferenceAndWorksInPlace) {
   }
 }
 
+TEST(CpuRmsNorm, ResidualAddFusedIntoNorm) {
+  std::mt19937 rng(15);
+  for (int64_t dim : {1, 7, 67, 333}) {
+    for (int64_t tokens : {1, 5}) {
+      const float eps = 1e-5f;
+      Tensor x = random_tensor({tokens, dim}, rng, -3, 3);
+      const Tensor delta = random_tensor({tokens, dim}, rng, -1, 1);
+      const Tensor weight = random_tensor({dim}, rng, 0.5, 1.5);
+      Tensor sum = zeros({tokens, dim});  // x + delta in double, rounded once
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        sum.data<float>()[i] = static_cast<float>(double{x.data<float>()[i]} + delta.data<float>()[i]);
+      }
+      const std::vector<double> ref = rmsnorm_reference(sum, weight, eps);
+      Tensor out = zeros({tokens, dim});
+      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x, delta, weight, eps, out, nullptr));
+      EXPECT_EQ(relative_error(x.data<float>(), sum.data<float>(), sum.numel()), 0) << "x holds the sum";
+      EXPECT_LT(relative_error(out.data<float>(), ref.data(), ref.size()), kAccumulatedTolerance) << dim;
+      Tensor x2 = random_tensor({tokens, dim}, rng), d2 = random_tensor({tokens, dim}, rng);
+      Tensor x2_copy = zeros({tokens, dim});
+      KUIPER_ASSERT_OK(x2_copy.copy_from(x2));
+      Tensor expected = zeros({tokens, dim});
+      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x2_copy, d2, weight, eps, expected, nullptr));
+      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x2, d2, weight, eps, d2, nullptr));  // out aliases delta
+      EXPECT_EQ(relative_error(d2.data<float>(), expected.data<float>(), expected.numel()), 0);
+    }
+  }
+  Tensor x = random_tensor({2, 8}, rng), out = zeros({2, 8});
+  EXPECT_EQ(cpu().add_rmsnorm(x, random_tensor({2, 7}, rng), random_tensor({8}, rng), 1e-5f, out, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(CpuRmsNorm, RejectsBadShapesAndDtypes) {
   std::mt19937 rng(6);
   const Tensor in = random_tensor({3, 8}, rng);

@@ -223,6 +223,20 @@ TEST_F(CudaKernels, RmsNormMatchesCpuAlsoInPlace) {
   }
 }
 
+TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
+  for (int64_t dim : {1, 77, 4097}) {
+    Tensor x = test::random_tensor({3, dim}, rng_);
+    const Tensor delta = test::random_tensor({3, dim}, rng_);
+    const Tensor weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);
+    Tensor gpu_x = upload(x), gpu_delta = upload(delta);
+    Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {3, dim}).value();
+    KUIPER_ASSERT_OK(cpu_.add_rmsnorm(x, delta, weight, 1e-5f, expected, nullptr));
+    KUIPER_ASSERT_OK(gpu_.add_rmsnorm(gpu_x, gpu_delta, upload(weight), 1e-5f, gpu_delta, nullptr));
+    EXPECT_LT(error_vs(download(gpu_x), x), 1e-6) << "sum, dim " << dim;
+    EXPECT_LT(error_vs(download(gpu_delta), expected), 1e-5) << "norm written over delta, dim " << dim;
+  }
+}
+
 TEST_F(CudaKernels, RopeMatchesCpuAtDevicePositions) {
   const int head_dim = 64, max_positions = 512;
   const Tensor positions = int_tensor({0, 5, 100, 3, 511, 7});

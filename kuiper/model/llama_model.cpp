@@ -255,8 +255,14 @@ Status LlamaModel::run_layers(const Activations& a) {
   Tensor x = a.x, xb = a.xb, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb, hb2 = a.hb2;
   const bool one_launch = stacked_ && &a == &decode_;  // decode_'s q|k|v and hb|hb2 are stacked
   KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, x, stream_));
-  for (Layer& layer : layers_) {
-    KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward(x, xb, stream_));
+  // Each residual add is fused into the norm after it; xb carries the pending residual.
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& layer = layers_[l];
+    if (l == 0) {
+      KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward(x, xb, stream_));
+    } else {
+      KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward_residual(x, xb, xb, stream_));
+    }
     if (one_launch) {
       KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(xb, decode_qkv_, stream_));
     } else {
@@ -267,8 +273,7 @@ Status LlamaModel::run_layers(const Activations& a) {
     KUIPER_RETURN_IF_ERROR(rope_.forward(q, k, a.positions, stream_));
     KUIPER_RETURN_IF_ERROR(attention_.forward(q, k, v, a.positions, layer.k_cache, layer.v_cache, att, stream_));
     KUIPER_RETURN_IF_ERROR(layer.wo.forward(att, xb, stream_));
-    KUIPER_RETURN_IF_ERROR(op::add(x, xb, x, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward(x, xb, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward_residual(x, xb, xb, stream_));
     if (one_launch) {
       KUIPER_RETURN_IF_ERROR(layer.w13.forward(xb, decode_h13_, stream_));
     } else {
@@ -277,9 +282,8 @@ Status LlamaModel::run_layers(const Activations& a) {
     }
     KUIPER_RETURN_IF_ERROR(op::swiglu(hb, hb2, hb, stream_));
     KUIPER_RETURN_IF_ERROR(layer.w2.forward(hb, xb, stream_));
-    KUIPER_RETURN_IF_ERROR(op::add(x, xb, x, stream_));
   }
-  return ok_status();
+  return op::add(x, xb, x, stream_);
 }
 
 Status LlamaModel::classify(const Activations& a, int first, int count, Tensor& logits) {

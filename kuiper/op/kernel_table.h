@@ -37,6 +37,11 @@ using MatmulKernel = Status (*)(const Tensor& in, const Weight& weight, Tensor& 
 using RmsNormKernel = Status (*)(const Tensor& in, const Tensor& weight, float eps, Tensor& out,
                                  Stream stream);
 
+// x += delta, then out = rmsnorm(x) * weight: a residual add fused into the norm that follows
+// it (one pass over x instead of two launches). out may alias delta.
+using AddRmsNormKernel = Status (*)(Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                                    Tensor& out, Stream stream);
+
 // Rotates q [T, n_heads*head_dim] and k [T, n_kv_heads*head_dim] in place. Pairs are
 // interleaved (x[2i], x[2i+1]) as in Meta's and llama2.c's code (HF checkpoints are permuted
 // into this form at load). cos/sin: fp32 [max_positions, head_dim/2], precomputed by the model
@@ -68,6 +73,7 @@ struct KernelTable {
   EmbeddingKernel embedding[kNumDataTypes] = {};  // by table dtype
   MatmulKernel matmul[kNumDataTypes] = {};        // by weight dtype
   RmsNormKernel rmsnorm = nullptr;
+  AddRmsNormKernel add_rmsnorm = nullptr;
   RopeKernel rope = nullptr;
   KvStoreKernel kv_store[kNumDataTypes] = {};     // by cache dtype
   AttentionKernel attention[kNumDataTypes] = {};  // by cache dtype

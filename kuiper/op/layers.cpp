@@ -29,6 +29,12 @@ Status RmsNorm::forward(const Tensor& in, Tensor& out, Stream stream) const {
   return kernel(in, weight_, eps_, out, stream);
 }
 
+Status RmsNorm::forward_residual(Tensor& x, const Tensor& residual, Tensor& out, Stream stream) const {
+  const DeviceType device = weight_.device();
+  KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).add_rmsnorm, "add_rmsnorm", device));
+  return kernel(x, residual, weight_, eps_, out, stream);
+}
+
 Status Rope::forward(Tensor& q, Tensor& k, const Tensor& positions, Stream stream) const {
   const DeviceType device = q.device();
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).rope, "rope", device));

@@ -39,6 +39,8 @@ class RmsNorm {
   RmsNorm() = default;
   RmsNorm(Tensor weight, float eps) : weight_(std::move(weight)), eps_(eps) {}
   Status forward(const Tensor& in, Tensor& out, Stream stream) const;
+  // x += residual, then out = norm(x): the residual connection fused into the next norm.
+  Status forward_residual(Tensor& x, const Tensor& residual, Tensor& out, Stream stream) const;
   const Tensor& weight() const { return weight_; }
 
  private:

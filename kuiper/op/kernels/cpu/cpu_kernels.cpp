@@ -19,6 +19,7 @@ KernelTable make_cpu_table() {
   t.matmul[at(DataType::kBF16)] = cpu::matmul_half;
   t.matmul[at(DataType::kINT8)] = cpu::matmul_int8;
   t.rmsnorm = cpu::rmsnorm;
+  t.add_rmsnorm = cpu::add_rmsnorm;
   t.rope = cpu::rope;
   t.kv_store[at(DataType::kFP32)] = cpu::kv_store_fp32;
   t.attention[at(DataType::kFP32)] = cpu::attention_fp32;

@@ -10,6 +10,7 @@ Status embedding_half(const Tensor& tokens, const Weight& table, Tensor& out, St
 Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, Stream);
 Status matmul_half(const Tensor& in, const Weight& weight, Tensor& out, Stream);
 Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream);
+Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, Stream);
 Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, const Tensor& sin,
             int head_dim, Stream);
 Status kv_store_fp32(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,

@@ -18,6 +18,7 @@ KernelTable make_cuda_table() {
   t.embedding[at(DataType::kINT8)] = cuda::embedding_int8;
   t.matmul[at(DataType::kINT8)] = cuda::matmul_int8;
   t.rmsnorm = cuda::rmsnorm;
+  t.add_rmsnorm = cuda::add_rmsnorm;
   t.rope = cuda::rope;
   t.swiglu = cuda::swiglu;
   t.add = cuda::add;

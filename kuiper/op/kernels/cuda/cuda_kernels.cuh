@@ -12,6 +12,8 @@ namespace kuiper::op::cuda {
 Status embedding(const Tensor& tokens, const Weight& table, Tensor& out, Stream stream);
 Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream);
 Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream stream);
+Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
+                   Stream stream);
 Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, const Tensor& sin,
             int head_dim, Stream stream);
 Status kv_store(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,

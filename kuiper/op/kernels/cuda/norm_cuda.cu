@@ -1,4 +1,5 @@
-// RMS normalisation: one block per row, the sum of squares reduced with CUB.
+// RMS normalisation, plain and with the residual add fused in: one block per row, the sum of
+// squares reduced with CUB.
 #include <cub/block/block_reduce.cuh>
 
 #include "kuiper/base/cuda_utils.h"
@@ -9,12 +10,23 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__global__ void __launch_bounds__(kThreads) rmsnorm_kernel(const float* in, const float* weight,
+// With `delta`, first x += delta (written back to `in`). Each thread touches the same elements
+// in both passes, so `out` may alias `in` or `delta`.
+__global__ void __launch_bounds__(kThreads) rmsnorm_kernel(float* in, const float* delta, const float* weight,
                                                            int64_t dim, float eps, float* out) {
-  const float* x = in + blockIdx.x * dim;
+  float* x = in + blockIdx.x * dim;
   float* y = out + blockIdx.x * dim;
   float sum_sq = 0.f;
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) sum_sq += x[i] * x[i];
+  if (delta != nullptr) {
+    const float* d = delta + blockIdx.x * dim;
+    for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
+      const float v = x[i] + d[i];
+      x[i] = v;
+      sum_sq += v * v;
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < dim; i += kThreads) sum_sq += x[i] * x[i];
+  }
   using Reduce = cub::BlockReduce<float, kThreads>;
   __shared__ typename Reduce::TempStorage storage;
   __shared__ float scale;
@@ -24,9 +36,8 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(const float* in, cons
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) y[i] = x[i] * scale * weight[i];
 }
 
-}  // namespace
-
-Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream stream) {
+Status launch_rmsnorm(const Tensor& in, const float* delta, const Tensor& weight, float eps, Tensor& out,
+                      Stream stream) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(in, DataType::kFP32, "rmsnorm input"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(weight, DataType::kFP32, "rmsnorm weight"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "rmsnorm output"));
@@ -38,9 +49,24 @@ Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, S
   const int64_t rows = in.numel() / dim;
   if (rows == 0) return ok_status();
   rmsnorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, as_cuda_stream(stream)>>>(
-      in.data<float>(), weight.data<float>(), dim, eps, out.data<float>());
+      in.data<float>(), delta, weight.data<float>(), dim, eps, out.data<float>());
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("rmsnorm");
   return ok_status();
+}
+
+}  // namespace
+
+Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream stream) {
+  return launch_rmsnorm(in, nullptr, weight, eps, out, stream);
+}
+
+Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
+                   Stream stream) {
+  KUIPER_RETURN_IF_ERROR(expect_cuda(delta, DataType::kFP32, "rmsnorm residual"));
+  if (delta.numel() != x.numel()) {
+    return invalid_argument("residual " + delta.describe() + " does not fit " + x.describe());
+  }
+  return launch_rmsnorm(x, delta.data<float>(), weight, eps, out, stream);
 }
 
 }  // namespace kuiper::op::cuda
