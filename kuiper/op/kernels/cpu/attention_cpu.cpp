@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
+#include "kuiper/op/kernels/cpu/cpu_threads.h"
 
 namespace kuiper::op::cpu {
 namespace {
@@ -97,8 +98,8 @@ Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   const int group = n_heads / n_kv;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const int64_t jobs = tokens * n_heads;
-  const int64_t work = jobs * (pos[tokens - 1] + 1) * hd;  // rough flop count, to skip threads on tiny work
-#pragma omp parallel if (work > (1 << 15))
+  const int64_t work = jobs * (pos[tokens - 1] + 1) * hd;
+#pragma omp parallel if (worth_threads(work))
   {
     // Scratch for one head's scores, reused across jobs and calls (grows once, never per token).
     thread_local std::vector<float> scores;

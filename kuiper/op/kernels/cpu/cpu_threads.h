@@ -11,6 +11,11 @@ namespace kuiper::op::cpu {
 // Makes BLAS calls single-threaded; idempotent, called when the CPU kernel table is built.
 void use_single_threaded_blas();
 
+// Whether `work` (a rough count of multiply-adds) pays for waking the other threads. Below
+// this, a region costs more than it saves, and on a busy machine one descheduled thread stalls
+// the whole region for a time slice.
+constexpr bool worth_threads(int64_t work) { return work >= (int64_t{1} << 18); }
+
 // Runs body(begin, end) over [0, count) split into one contiguous block per OpenMP thread (in
 // parallel only when `work` — a rough count of multiply-adds — pays for the threads).
 template <typename Body>
@@ -22,7 +27,7 @@ void parallel_blocks(int64_t count, int64_t work, const Body& body);
 
 template <typename Body>
 void kuiper::op::cpu::parallel_blocks(int64_t count, int64_t work, const Body& body) {
-#pragma omp parallel if (work >= (int64_t{1} << 17))
+#pragma omp parallel if (worth_threads(work))
   {
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t begin = count * t / threads, end = count * (t + 1) / threads;

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
+#include "kuiper/op/kernels/cpu/cpu_threads.h"
 
 namespace kuiper::op::cpu {
 namespace {
@@ -24,7 +25,7 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream) {
   const float* u = up.data<float>();
   float* y = out.data<float>();
   const int64_t n = out.numel();
-#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
+#pragma omp parallel for simd schedule(static) if (worth_threads(n))
   for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
   return ok_status();
 }

@@ -33,7 +33,7 @@ template <float (*Widen)(uint16_t)>
 void matmul_half_impl(const float* in, const uint16_t* w, float* out, int64_t tokens,
                       int64_t rows, int64_t cols) {
   // Parallel over output rows: each weight row is read once per call and reused for all tokens.
-#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols * tokens))
   for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* wr = w + r * cols;
     for (int64_t t = 0; t < tokens; ++t) {
@@ -50,7 +50,7 @@ void matmul_half_impl(const float* in, const uint16_t* w, float* out, int64_t to
 // independent accumulators.
 void gemv_fp32(const float* w, const float* x, float* y, int64_t rows, int64_t cols) {
   const int64_t blocks = rows / 4;
-#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 17))
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
   for (int64_t b = 0; b < blocks; ++b) {
     const float* w0 = w + 4 * b * cols;
     const float* w1 = w0 + cols;

@@ -88,8 +88,7 @@ RowDot pick_row_dot(const Int8Matrix& w) {
 
 void gemv_int8(const Int8Matrix& w, const float* x, float* y) {
   const RowDot row_dot = pick_row_dot(w);
-  // Threads only pay for themselves on matrices of a few hundred KiB and up.
-#pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 18))
+#pragma omp parallel for schedule(static) if (worth_threads(w.rows * w.cols))
   for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot(w, r, x);
 }
 
