@@ -17,7 +17,7 @@
 #include "kuiper/model/checkpoint_convert.h"
 #include "kuiper/model/kuiper_checkpoint.h"
 #include "kuiper/model/llama2c_v2_writer.h"
-#include "kuiper/model/partial_file.h"
+#include "kuiper/base/partial_file.h"
 
 namespace kuiper {
 namespace {

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "kuiper/model/checkpoint_tensors.h"
-#include "kuiper/model/partial_file.h"
+#include "kuiper/base/partial_file.h"
 #include "kuiper/op/int8_weight.h"
 
 namespace kuiper {

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kuiper/base/partial_file.h"
+
 namespace kuiper {
 namespace {
 
@@ -234,46 +236,6 @@ Status SafetensorsWriter::add(const std::string& name, const Tensor& tensor) {
   return ok_status();
 }
 
-namespace {
-
-class PartialFile {
- public:
-  explicit PartialFile(std::string path) : path_(std::move(path)) {}
-  ~PartialFile() {
-    if (file_ != nullptr) std::fclose(file_);
-    if (!committed_) std::remove(path_.c_str());
-  }
-
-  Status open() {
-    file_ = std::fopen(path_.c_str(), "wb");
-    if (file_ == nullptr) return io_error(path_ + ": cannot create: " + std::strerror(errno));
-    return ok_status();
-  }
-  Status write(const void* data, size_t bytes) {
-    if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes) {
-      return io_error(path_ + ": write failed: " + std::strerror(errno));
-    }
-    return ok_status();
-  }
-  Status commit(const std::string& final_path) {
-    const int rc = std::fclose(file_);
-    file_ = nullptr;
-    if (rc != 0) return io_error(path_ + ": close failed: " + std::strerror(errno));
-    std::error_code ec;
-    std::filesystem::rename(path_, final_path, ec);
-    if (ec) return io_error(final_path + ": cannot rename from " + path_ + ": " + ec.message());
-    committed_ = true;
-    return ok_status();
-  }
-
- private:
-  std::string path_;
-  std::FILE* file_ = nullptr;
-  bool committed_ = false;
-};
-
-}  // namespace
-
 Status SafetensorsWriter::write(const std::string& path) const {
   std::vector<size_t> order(tensors_.size());
   std::iota(order.begin(), order.end(), 0);
@@ -295,21 +257,20 @@ Status SafetensorsWriter::write(const std::string& path) const {
   // Trailing spaces are valid JSON whitespace; they align the data section.
   text.append((kDataAlignment - (kLengthPrefixBytes + text.size()) % kDataAlignment) % kDataAlignment, ' ');
 
-  PartialFile out(path + ".partial");
-  KUIPER_RETURN_IF_ERROR(out.open());
+  KUIPER_ASSIGN_OR_RETURN(std::unique_ptr<PartialFile> out, PartialFile::create(path));
   const uint64_t header_bytes = text.size();
-  KUIPER_RETURN_IF_ERROR(out.write(&header_bytes, sizeof(header_bytes)));
-  KUIPER_RETURN_IF_ERROR(out.write(text.data(), text.size()));
+  KUIPER_RETURN_IF_ERROR(out->write(&header_bytes, sizeof(header_bytes)));
+  KUIPER_RETURN_IF_ERROR(out->write(text.data(), text.size()));
   for (size_t i : order) {
     const Tensor& t = tensors_[i].tensor;
     if (t.device() == DeviceType::kCPU) {
-      KUIPER_RETURN_IF_ERROR(out.write(t.raw_data(), t.nbytes()));
+      KUIPER_RETURN_IF_ERROR(out->write(t.raw_data(), t.nbytes()));
     } else {
       KUIPER_ASSIGN_OR_RETURN(Tensor host, t.to(cpu_allocator()));
-      KUIPER_RETURN_IF_ERROR(out.write(host.raw_data(), host.nbytes()));
+      KUIPER_RETURN_IF_ERROR(out->write(host.raw_data(), host.nbytes()));
     }
   }
-  return out.commit(path);
+  return out->commit();
 }
 
 }  // namespace kuiper

@@ -1,4 +1,4 @@
-#include "kuiper/model/partial_file.h"
+#include "kuiper/base/partial_file.h"
 
 #include <cerrno>
 #include <cstring>
