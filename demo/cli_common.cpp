@@ -65,6 +65,27 @@ SamplerConfig sampler_config(const ModelFlags& flags) {
   return config;
 }
 
+StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags) {
+  ModelOptions options;
+  options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
+  if (options.device == DeviceType::kCUDA && !cuda_available()) {
+    return unsupported("--device cuda: " + cuda_unavailable_reason());
+  }
+  if (!flags.dtype.empty()) {
+    KUIPER_ASSIGN_OR_RETURN(options.weight_dtype, parse_dtype(flags.dtype));
+  }
+  options.context = flags.context;
+  if (options.weight_dtype == DataType::kINT8) {
+    // Quantized here rather than by the model so that --group-size applies; matrices already
+    // int8 in that group size are kept as stored.
+    const int stored_group = checkpoint.weights.layers.front().wq.group_size;
+    const int group = flags.group_size > 0 ? flags.group_size : stored_group > 0 ? stored_group
+                                                                  : kDefaultInt8GroupSize;
+    KUIPER_ASSIGN_OR_RETURN(checkpoint, convert_checkpoint(checkpoint, {DataType::kINT8, group}));
+  }
+  return LlamaModel::create(checkpoint, options);
+}
+
 StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
   KUIPER_RETURN_IF_ERROR(validate(flags.sampler));
   LoadedModel loaded;
@@ -75,17 +96,6 @@ StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
   } else {
     loaded.tokenizer_path = flags.tokenizer;
   }
-
-  ModelOptions options;
-  options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
-  if (options.device == DeviceType::kCUDA && !cuda_available()) {
-    return unsupported("--device cuda: " + cuda_unavailable_reason());
-  }
-  if (!flags.dtype.empty()) {
-    KUIPER_ASSIGN_OR_RETURN(options.weight_dtype, parse_dtype(flags.dtype));
-  }
-  options.context = flags.context;
-
   KUIPER_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint(loaded.model_path, {flags.format}));
   KUIPER_ASSIGN_OR_RETURN(loaded.tokenizer, load_tokenizer(loaded.tokenizer_path));
   if (loaded.tokenizer->vocab_size() != checkpoint.config.vocab_size) {
@@ -93,16 +103,8 @@ StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
                             std::to_string(loaded.tokenizer->vocab_size()) + " tokens but the model " +
                             loaded.model_path + " expects " + std::to_string(checkpoint.config.vocab_size));
   }
-  if (options.weight_dtype == DataType::kINT8) {
-    // Quantized here rather than by the model so that --group-size applies; matrices already
-    // int8 in that group size are kept as stored.
-    const int stored_group = checkpoint.weights.layers.front().wq.group_size;
-    const int group = flags.group_size > 0 ? flags.group_size : stored_group > 0 ? stored_group
-                                                                  : kDefaultInt8GroupSize;
-    KUIPER_ASSIGN_OR_RETURN(checkpoint, convert_checkpoint(checkpoint, {DataType::kINT8, group}));
-  }
   loaded.format = checkpoint.format;
-  KUIPER_ASSIGN_OR_RETURN(loaded.model, LlamaModel::create(checkpoint, options));
+  KUIPER_ASSIGN_OR_RETURN(loaded.model, build_model(std::move(checkpoint), flags));
   return loaded;
 }
 

@@ -40,6 +40,10 @@ struct LoadedModel {
 // tokenizer's vocabulary fits the model, and builds the model on the requested device.
 StatusOr<LoadedModel> load_model(const ModelFlags& flags);
 
+// Builds a model from a checkpoint on the device, in the dtype (quantizing to int8 with the
+// group size) and with the context the flags ask for.
+StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags);
+
 // The sampler configuration with the seed resolved (random when not given).
 SamplerConfig sampler_config(const ModelFlags& flags);
 

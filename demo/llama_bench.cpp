@@ -133,14 +133,8 @@ int main(int argc, char** argv) {
     const DataType stored = flags.device == "cuda" ? DataType::kBF16 : DataType::kFP32;
     auto ckpt = make_random_checkpoint(*config, 1234, stored);
     if (!ckpt.ok()) return cli::fail("llama_bench", ckpt.status());
-    ModelOptions options;
-    options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
-    options.context = needed;
-    if (flags.dtype == "fp32") options.weight_dtype = DataType::kFP32;
-    if (flags.dtype == "bf16") options.weight_dtype = DataType::kBF16;
-    if (flags.dtype == "fp16") options.weight_dtype = DataType::kFP16;
-    if (flags.dtype == "int8") options.weight_dtype = DataType::kINT8;  // groups of 64
-    auto created = LlamaModel::create(*ckpt, options);
+    flags.context = needed;
+    auto created = cli::build_model(std::move(ckpt).value(), flags);
     if (!created.ok()) return cli::fail("llama_bench", created.status());
     model = std::move(created).value();
     name = "random " + config->summary();
