@@ -65,9 +65,14 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   const DataType stored = checkpoint.weights.layers.front().wq.dtype();
   weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
                                                     ? DataType::kBF16 : stored);
-  // The CPU attention kernel reads an fp32 cache; on the GPU a half-precision model keeps a
-  // cache of its own precision (half the memory traffic).
-  kv_dtype_ = device_ == DeviceType::kCUDA && is_half(weight_dtype_) ? weight_dtype_ : DataType::kFP32;
+  // The CPU attention kernel reads an fp32 cache. On the GPU a half-precision model keeps a
+  // cache of its own precision and an int8 one a bf16 cache (half the memory traffic); only
+  // fp32 weights keep an fp32 cache, so that the fp32 path stays exact.
+  if (device_ == DeviceType::kCPU || weight_dtype_ == DataType::kFP32) {
+    kv_dtype_ = DataType::kFP32;
+  } else {
+    kv_dtype_ = is_half(weight_dtype_) ? weight_dtype_ : DataType::kBF16;
+  }
 
   if (device_ == DeviceType::kCUDA) {
     KUIPER_RETURN_IF_ERROR(check_device_memory());
