@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kuiper/op/kernel_shapes.h"
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
 #include "kuiper/op/kernels/cpu/cpu_threads.h"
 
@@ -81,21 +82,16 @@ Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   KUIPER_RETURN_IF_ERROR(expect_cpu(v_cache, DataType::kFP32, "value cache"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(positions, DataType::kINT32, "attention positions"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "attention output"));
-  const int n_heads = shape.n_heads, n_kv = shape.n_kv_heads, hd = shape.head_dim;
+  KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
+  const int n_heads = shape.n_heads, hd = shape.head_dim;
   const int64_t tokens = positions.numel();
-  const int64_t q_dim = static_cast<int64_t>(n_heads) * hd, kv_dim = static_cast<int64_t>(n_kv) * hd;
-  if (n_heads <= 0 || n_kv <= 0 || hd <= 0 || n_heads % n_kv != 0 || q.numel() != tokens * q_dim ||
-      out.numel() != q.numel() || k_cache.dim(-1) != kv_dim || v_cache.numel() != k_cache.numel()) {
-    return invalid_argument("attention shapes do not fit: q " + q.describe() + ", cache " +
-                            k_cache.describe() + ", heads " + std::to_string(n_heads) + "/" +
-                            std::to_string(n_kv) + " x " + std::to_string(hd));
-  }
+  const int64_t q_dim = static_cast<int64_t>(n_heads) * hd, kv_dim = k_cache.dim(-1);
   const int64_t context = k_cache.dim(0);
   KUIPER_RETURN_IF_ERROR(check_positions(positions, context));
   if (tokens == 0) return ok_status();  // nothing to do, and no last position to size work by
 
   const int32_t* pos = positions.data<int32_t>();
-  const int group = n_heads / n_kv;
+  const int group = n_heads / shape.n_kv_heads;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const int64_t jobs = tokens * n_heads;
   const int64_t work = jobs * (pos[tokens - 1] + 1) * hd;

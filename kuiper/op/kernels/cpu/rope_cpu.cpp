@@ -1,3 +1,4 @@
+#include "kuiper/op/kernel_shapes.h"
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
 
 namespace kuiper::op::cpu {
@@ -32,15 +33,8 @@ Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, co
   KUIPER_RETURN_IF_ERROR(expect_cpu(positions, DataType::kINT32, "rope positions"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(cos, DataType::kFP32, "rope cos table"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(sin, DataType::kFP32, "rope sin table"));
+  KUIPER_RETURN_IF_ERROR(check_rope_shapes(q, k, positions, cos, sin, head_dim));
   const int64_t tokens = positions.numel();
-  if (head_dim <= 0 || head_dim % 2 != 0 || q.dim(-1) % head_dim != 0 ||
-      k.dim(-1) % head_dim != 0 || q.numel() != tokens * q.dim(-1) ||
-      k.numel() != tokens * k.dim(-1) || cos.dim(-1) != head_dim / 2 ||
-      cos.numel() != sin.numel()) {
-    return invalid_argument("rope shapes do not fit: q " + q.describe() + ", k " + k.describe() +
-                            ", positions " + positions.describe() + ", head_dim " +
-                            std::to_string(head_dim));
-  }
   const int32_t* pos = positions.data<int32_t>();
   for (int64_t t = 0; t < tokens; ++t) {
     if (pos[t] < 0 || pos[t] >= cos.dim(0)) {

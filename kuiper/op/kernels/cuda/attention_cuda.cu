@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kuiper/base/cuda_utils.h"
+#include "kuiper/op/kernel_shapes.h"
 #include "kuiper/op/kernels/cuda/attention_kernels.cuh"
 #include "kuiper/op/kernels/cuda/attention_prefill.cuh"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
@@ -100,15 +101,9 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "attention positions"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "attention output"));
-  const int n_heads = shape.n_heads, n_kv = shape.n_kv_heads, hd = shape.head_dim;
+  KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
+  const int hd = shape.head_dim;
   const int64_t tokens = positions.numel();
-  const int64_t q_dim = static_cast<int64_t>(n_heads) * hd, kv_dim = static_cast<int64_t>(n_kv) * hd;
-  if (n_heads <= 0 || n_kv <= 0 || hd <= 0 || n_heads % n_kv != 0 || q.numel() != tokens * q_dim ||
-      out.numel() != q.numel() || k_cache.dim(-1) != kv_dim || v_cache.numel() != k_cache.numel()) {
-    return invalid_argument("attention shapes do not fit: q " + q.describe() + ", cache " +
-                            k_cache.describe() + ", heads " + std::to_string(n_heads) + "/" +
-                            std::to_string(n_kv) + " x " + std::to_string(hd));
-  }
   if (hd % 2 != 0 || hd > kMaxHeadDim || tokens > kMaxGridZ) {
     return unsupported("cuda attention needs an even head_dim up to " +
                        std::to_string(kMaxHeadDim) + " and at most " +

@@ -1,6 +1,7 @@
 // Rotary position embedding on interleaved pairs, one thread per pair of q or k. Positions are
 // read on the device; a row whose position lies outside the cos/sin tables is left unrotated.
 #include "kuiper/base/cuda_utils.h"
+#include "kuiper/op/kernel_shapes.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
 
@@ -40,15 +41,8 @@ Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, co
   KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "rope positions"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(cos, DataType::kFP32, "rope cos table"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(sin, DataType::kFP32, "rope sin table"));
+  KUIPER_RETURN_IF_ERROR(check_rope_shapes(q, k, positions, cos, sin, head_dim));
   const int64_t tokens = positions.numel();
-  if (head_dim <= 0 || head_dim % 2 != 0 || q.dim(-1) % head_dim != 0 ||
-      k.dim(-1) % head_dim != 0 || q.numel() != tokens * q.dim(-1) ||
-      k.numel() != tokens * k.dim(-1) || cos.dim(-1) != head_dim / 2 ||
-      cos.numel() != sin.numel()) {
-    return invalid_argument("rope shapes do not fit: q " + q.describe() + ", k " + k.describe() +
-                            ", positions " + positions.describe() + ", head_dim " +
-                            std::to_string(head_dim));
-  }
   const int64_t q_pairs = q.dim(-1) / 2, k_pairs = k.dim(-1) / 2;
   const int64_t total = tokens * (q_pairs + k_pairs);
   if (total == 0) return ok_status();

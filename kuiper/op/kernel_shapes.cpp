@@ -1,0 +1,33 @@
+#include "kuiper/op/kernel_shapes.h"
+
+namespace kuiper::op {
+
+Status check_rope_shapes(const Tensor& q, const Tensor& k, const Tensor& positions, const Tensor& cos,
+                         const Tensor& sin, int head_dim) {
+  const int64_t tokens = positions.numel();
+  if (head_dim <= 0 || head_dim % 2 != 0 || q.dim(-1) % head_dim != 0 ||
+      k.dim(-1) % head_dim != 0 || q.numel() != tokens * q.dim(-1) ||
+      k.numel() != tokens * k.dim(-1) || cos.dim(-1) != head_dim / 2 ||
+      cos.numel() != sin.numel()) {
+    return invalid_argument("rope shapes do not fit: q " + q.describe() + ", k " + k.describe() +
+                            ", positions " + positions.describe() + ", head_dim " +
+                            std::to_string(head_dim));
+  }
+  return ok_status();
+}
+
+Status check_attention_shapes(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                              const Tensor& positions, const AttentionShape& shape, const Tensor& out) {
+  const int n_heads = shape.n_heads, n_kv = shape.n_kv_heads, hd = shape.head_dim;
+  const int64_t tokens = positions.numel();
+  const int64_t q_dim = static_cast<int64_t>(n_heads) * hd, kv_dim = static_cast<int64_t>(n_kv) * hd;
+  if (n_heads <= 0 || n_kv <= 0 || hd <= 0 || n_heads % n_kv != 0 || q.numel() != tokens * q_dim ||
+      out.numel() != q.numel() || k_cache.dim(-1) != kv_dim || v_cache.numel() != k_cache.numel()) {
+    return invalid_argument("attention shapes do not fit: q " + q.describe() + ", cache " +
+                            k_cache.describe() + ", heads " + std::to_string(n_heads) + "/" +
+                            std::to_string(n_kv) + " x " + std::to_string(hd));
+  }
+  return ok_status();
+}
+
+}  // namespace kuiper::op
