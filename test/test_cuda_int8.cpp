@@ -16,19 +16,9 @@
 namespace kuiper {
 namespace {
 
-constexpr int kInt8 = static_cast<int>(DataType::kINT8);
+using test::random_int8_weight;
 
-op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng) {
-  op::Weight w;
-  w.values = Tensor::zeros_cpu(DataType::kINT8, {rows, cols}).value();
-  w.scales = Tensor::zeros_cpu(DataType::kFP32, {rows * cols / group}).value();
-  w.group_size = group;
-  std::uniform_int_distribution<int> q(-127, 127);
-  std::uniform_real_distribution<float> s(0.001f, 0.02f);
-  for (int64_t i = 0; i < w.values.numel(); ++i) w.values.data<int8_t>()[i] = static_cast<int8_t>(q(rng));
-  for (int64_t i = 0; i < w.scales.numel(); ++i) w.scales.data<float>()[i] = s(rng);
-  return w;
-}
+constexpr int kInt8 = static_cast<int>(DataType::kINT8);
 
 class CudaInt8 : public ::testing::Test {
  protected:

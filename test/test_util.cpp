@@ -31,6 +31,18 @@ Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo, float hi) 
   return std::move(t).value();
 }
 
+op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng) {
+  op::Weight w;
+  w.values = Tensor::zeros_cpu(DataType::kINT8, {rows, cols}).value();
+  w.scales = Tensor::zeros_cpu(DataType::kFP32, {rows * cols / group}).value();
+  w.group_size = group;
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::uniform_real_distribution<float> s(0.001f, 0.02f);
+  for (int64_t i = 0; i < w.values.numel(); ++i) w.values.data<int8_t>()[i] = static_cast<int8_t>(q(rng));
+  for (int64_t i = 0; i < w.scales.numel(); ++i) w.scales.data<float>()[i] = s(rng);
+  return w;
+}
+
 template <typename Ref>
 static double relative_error_impl(const float* a, const Ref* b, size_t n) {
   double diff = 0, norm = 0;

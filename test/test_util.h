@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kuiper/op/weight.h"
 #include "kuiper/tensor/tensor.h"
 
 namespace kuiper::test {
@@ -20,6 +21,9 @@ std::string scratch_dir(const std::string& name);
 
 // fp32 CPU tensor with values uniform in [lo, hi).
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
+
+// An int8 weight with random values in [-127, 127] and scales in [0.001, 0.02).
+op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng);
 
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);
