@@ -74,13 +74,9 @@ class HfBpeTokenizer final : public Tokenizer {
     if (options.add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
     // HF always matches added tokens not marked special; special ones only when allowed.
     const SpecialTokens& recognised = options.allow_special ? all_added_ : plain_added_;
-    for (const TextSegment& segment : recognised.split(text)) {
-      if (segment.special_id >= 0) {
-        ids.push_back(segment.special_id);
-      } else {
-        KUIPER_RETURN_IF_ERROR(bpe.encode(segment.text, ids));
-      }
-    }
+    KUIPER_RETURN_IF_ERROR(recognised.encode(text, ids, [&](std::string_view plain, std::vector<int32_t>& out) {
+      return bpe.encode(plain, out);
+    }));
     return ids;
   }
 

@@ -26,6 +26,20 @@ class SpecialTokens {
   // Cuts `text` at every occurrence of a special token, leftmost first and, where several
   // start at the same place, the longest. Empty ordinary stretches are left out.
   std::vector<TextSegment> split(std::string_view text) const;
+  // Appends to `ids` the ids of `text`: its special tokens as themselves, the stretches between
+  // them through `encode_plain(stretch, ids)`.
+  template <typename EncodePlain>
+  auto encode(std::string_view text, std::vector<int32_t>& ids, const EncodePlain& encode_plain) const {
+    for (const TextSegment& segment : split(text)) {
+      if (segment.special_id >= 0) {
+        ids.push_back(segment.special_id);
+      } else {
+        auto status = encode_plain(segment.text, ids);
+        if (!status.ok()) return status;
+      }
+    }
+    return decltype(encode_plain(text, ids))();
+  }
 
  private:
   struct TransparentHash {

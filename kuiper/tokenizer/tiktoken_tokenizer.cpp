@@ -64,13 +64,9 @@ class TiktokenTokenizer final : public Tokenizer {
       KUIPER_RETURN_IF_ERROR(bpe.encode(text, ids));
       return ids;
     }
-    for (const TextSegment& segment : specials_.split(text)) {
-      if (segment.special_id >= 0) {
-        ids.push_back(segment.special_id);
-      } else {
-        KUIPER_RETURN_IF_ERROR(bpe.encode(segment.text, ids));
-      }
-    }
+    KUIPER_RETURN_IF_ERROR(specials_.encode(text, ids, [&](std::string_view plain, std::vector<int32_t>& out) {
+      return bpe.encode(plain, out);
+    }));
     return ids;
   }
 
