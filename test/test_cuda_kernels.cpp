@@ -207,6 +207,35 @@ TEST_F(CudaKernels, MatmulMatchesCpuForEveryWeightType) {
   }
 }
 
+// The decode GEMV starts streaming weights while the kernel before it still runs (launch.cuh);
+// its input must still be read only once that kernel is done. Queued back to back on one
+// stream, a GEMV reading early would see the NaN poison instead of the norm's output.
+TEST_F(CudaKernels, GemvReadsWhatTheKernelBeforeItWrote) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(Stream stream, create_stream(DeviceType::kCUDA));
+  const int64_t dim = 4096;
+  const Tensor in = test::random_tensor({1, dim}, rng_);
+  const Tensor norm_weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);
+  Tensor normed = Tensor::zeros_cpu(DataType::kFP32, {1, dim}).value();
+  KUIPER_ASSERT_OK(cpu_.rmsnorm(in, norm_weight, 1e-5f, normed, nullptr));
+  for (DataType dtype : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
+    const op::Weight w =
+        dtype == DataType::kINT8
+            ? test::random_int8_weight(dim, dim, 64, rng_)
+            : op::Weight{round_to(test::random_tensor({dim, dim}, rng_), dtype), {}, 0};
+    Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {1, dim}).value();
+    KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](normed, w, expected, nullptr));
+    const op::Weight gpu_w{upload(w.values), dtype == DataType::kINT8 ? upload(w.scales) : Tensor(),
+                           w.group_size};
+    const Tensor gpu_in = upload(in), gpu_norm_weight = upload(norm_weight);
+    Tensor x = poisoned_gpu({1, dim}), out = poisoned_gpu({1, dim});
+    KUIPER_ASSERT_OK(gpu_.rmsnorm(gpu_in, gpu_norm_weight, 1e-5f, x, stream));
+    KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](x, gpu_w, out, stream));
+    KUIPER_ASSERT_OK(synchronize(stream));
+    EXPECT_LT(error_vs(download(out), expected), 1e-5) << dtype_name(dtype);
+  }
+  destroy_stream(stream);
+}
+
 TEST_F(CudaKernels, RmsNormMatchesCpuAlsoInPlace) {
   for (int64_t dim : {1, 77, 4097}) {
     const Tensor in = test::random_tensor({3, dim}, rng_);

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kuiper/op/kernels/cuda/element_types.cuh"
+#include "kuiper/op/kernels/cuda/launch.cuh"
 
 namespace kuiper::op::cuda {
 
@@ -279,6 +280,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
                              const int32_t* positions, int64_t context, int n_heads,
                              int head_dim, int span, int splits, float* out) {
+  let_next_kernel_start();  // the GEMV after it may start streaming weights (launch.cuh)
   using Reduce = cub::BlockReduce<float, kCombineThreads>;
   __shared__ typename Reduce::TempStorage reduce_storage;
   __shared__ float weight_s[kMaxSplits];

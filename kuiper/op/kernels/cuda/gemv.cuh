@@ -9,11 +9,16 @@
 // stream each warp's rows without pause, one double-buffering registers and one filling a
 // per-warp shared-memory ring with cp.async: both reached only 45-65% of copy bandwidth on
 // 4096-wide matrices against 70-92% here. Bursts of 8 loads instead of 16: 50-77%.
+//
+// Launched overlapped (launch.cuh), a block issues its first burst (for 4096-wide 16-bit rows,
+// the whole row) before waiting for the kernel that writes x: the weight stream of one GEMV
+// starts while the norm, attention combine, swiglu or GEMV before it is still finishing.
 #pragma once
 
 #include <cstdint>
 
 #include "kuiper/op/kernels/cuda/element_types.cuh"
+#include "kuiper/op/kernels/cuda/launch.cuh"
 
 namespace kuiper::op::cuda {
 // Internal linkage: without relocatable device code every translation unit that includes this
@@ -24,9 +29,10 @@ namespace {
 inline constexpr int kGemvWarps = 8;   // rows per block
 inline constexpr int kGemvBurst = 16;  // 16-byte loads per lane in flight: 8 KB per warp
 
-// Dot product of 16 bytes of weights (8 halves or 4 floats) with the matching fp32 inputs.
+// Dot product of 16 bytes of weights (8 halves or 4 floats) with the matching fp32 inputs,
+// which the previous kernel wrote (hence not __ldg: launch.cuh).
 __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __nv_bfloat16*) {
-  const float4 x0 = __ldg(x), x1 = __ldg(x + 1);
+  const float4 x0 = load_after_wait(x), x1 = load_after_wait(x + 1);
   const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
   const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
   const float2 c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.z));
@@ -36,7 +42,7 @@ __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __
 }
 
 __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __half*) {
-  const float4 x0 = __ldg(x), x1 = __ldg(x + 1);
+  const float4 x0 = load_after_wait(x), x1 = load_after_wait(x + 1);
   const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w.x));
   const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
   const float2 c = __half22float2(*reinterpret_cast<const __half2*>(&w.z));
@@ -46,7 +52,7 @@ __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __
 }
 
 __device__ __forceinline__ float dot16(const uint4& w, const float4* x, const float*) {
-  const float4 x0 = __ldg(x);
+  const float4 x0 = load_after_wait(x);
   return __uint_as_float(w.x) * x0.x + __uint_as_float(w.y) * x0.y +
          __uint_as_float(w.z) * x0.z + __uint_as_float(w.w) * x0.w;
 }
@@ -74,12 +80,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 // number of 16-byte chunks.
 template <typename T, int kBurst>
 __global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_burst_kernel(const T* __restrict__ w, const float* __restrict__ x,
-                      float* __restrict__ y, int rows, int cols) {
+    gemv_burst_kernel(const T* __restrict__ w, const float* x, float* __restrict__ y, int rows,
+                      int cols) {
   constexpr int kElems = 16 / sizeof(T), kFloat4PerChunk = kElems / 4;
+  let_next_kernel_start();
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kGemvWarps + threadIdx.x / 32;
-  if (row >= rows) return;
+  if (row >= rows) return;  // other warps of the grid wait for the previous kernel
   const int chunks = cols / kElems;
   const uint4* wr = reinterpret_cast<const uint4*>(w) + static_cast<int64_t>(row) * chunks;
   const float4* x16 = reinterpret_cast<const float4*>(x);
@@ -91,6 +98,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       const int c = base + u * 32;
       if (c < chunks) loaded[u] = __ldcs(wr + c);  // read once: evict first, keep x cached
     }
+    if (base == lane) wait_for_previous_kernel();  // x is written by the previous kernel
 #pragma unroll
     for (int u = 0; u < kBurst; ++u) {
       const int c = base + u * 32;

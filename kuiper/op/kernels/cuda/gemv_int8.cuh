@@ -26,6 +26,8 @@
 
 #include <cstdint>
 
+#include "kuiper/op/kernels/cuda/launch.cuh"
+
 namespace kuiper::op::cuda {
 // Internal linkage: see gemv.cuh.
 namespace {
@@ -57,11 +59,12 @@ __device__ __forceinline__ float warp_sum_int8(float v) {
 template <int kRows, int kBurst>
 __global__ void __launch_bounds__(kGemvInt8Warps * 32)
     gemv_int8_kernel(const int8_t* __restrict__ q, const float* __restrict__ scales,
-                     const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
+                     const float* x, float* __restrict__ y, int rows, int cols,
                      int group_shift) {
+  let_next_kernel_start();
   const int lane = threadIdx.x % 32;
   const int first_row = (blockIdx.x * kGemvInt8Warps + threadIdx.x / 32) * kRows;
-  if (first_row >= rows) return;
+  if (first_row >= rows) return;  // other warps of the grid wait for the previous kernel
   const int chunks = cols / 16;
   const float4* x4 = reinterpret_cast<const float4*>(x);
   const uint4* w[kRows];
@@ -87,12 +90,15 @@ __global__ void __launch_bounds__(kGemvInt8Warps * 32)
         }
       }
     }
+    // Launched overlapped (launch.cuh): the first burst of weights is in flight before x,
+    // which the previous kernel writes, may be read (and is not read with __ldg).
+    if (base == lane) wait_for_previous_kernel();
 #pragma unroll
     for (int u = 0; u < kBurst; ++u) {
       const int c = base + u * 32;
       if (c < chunks) {
-        const float4 x0 = __ldg(x4 + c * 4), x1 = __ldg(x4 + c * 4 + 1);
-        const float4 x2 = __ldg(x4 + c * 4 + 2), x3 = __ldg(x4 + c * 4 + 3);
+        const float4 x0 = load_after_wait(x4 + c * 4), x1 = load_after_wait(x4 + c * 4 + 1);
+        const float4 x2 = load_after_wait(x4 + c * 4 + 2), x3 = load_after_wait(x4 + c * 4 + 3);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           const uint4& v = loaded[r][u];

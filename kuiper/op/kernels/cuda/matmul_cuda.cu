@@ -75,8 +75,9 @@ Status gemv(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
   const float* x = in.data<float>();
   const unsigned row_blocks = static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps);
   if (cols % (16 / sizeof(T)) == 0 && aligned16(w) && aligned16(x)) {
-    gemv_burst_kernel<T, kGemvBurst><<<row_blocks, kGemvWarps * 32, 0, stream>>>(
-        w, x, out.data<float>(), rows, cols);
+    KUIPER_CUDA_RETURN_IF_ERROR(launch_overlapped(
+        gemv_burst_kernel<T, kGemvBurst>, dim3(row_blocks), dim3(kGemvWarps * 32), 0, stream, w, x,
+        out.data<float>(), rows, cols));
   } else {
     gemv_scalar_kernel<T><<<row_blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(),
                                                                       rows, cols);

@@ -65,8 +65,9 @@ Status gemv_int8(const Tensor& in, const Weight& weight, Tensor& out, cudaStream
   if (cols % 16 == 0 && shift >= 0 && aligned16(q) && aligned16(in.raw_data())) {
     constexpr int rows_per_block = kGemvInt8Warps * kGemvRows;
     const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-    gemv_int8_kernel<kGemvRows, kGemvBurst><<<blocks, kGemvInt8Warps * 32, 0, stream>>>(
-        q, s, in.data<float>(), out.data<float>(), rows, cols, shift);
+    KUIPER_CUDA_RETURN_IF_ERROR(launch_overlapped(
+        gemv_int8_kernel<kGemvRows, kGemvBurst>, dim3(blocks), dim3(kGemvInt8Warps * 32), 0, stream,
+        q, s, in.data<float>(), out.data<float>(), rows, cols, shift));
   } else {
     const unsigned blocks = static_cast<unsigned>((rows + kGemvInt8Warps - 1) / kGemvInt8Warps);
     gemv_int8_scalar_kernel<<<blocks, kGemvInt8Warps * 32, 0, stream>>>(

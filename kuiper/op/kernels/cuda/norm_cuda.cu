@@ -4,6 +4,7 @@
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/launch.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
@@ -14,6 +15,7 @@ constexpr int kThreads = 512;
 // in both passes, so `out` may alias `in` or `delta`.
 __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(float* in, const float* delta, const float* weight,
                                                            int64_t dim, float eps, float* out) {
+  let_next_kernel_start();  // the GEMV after it may start streaming weights (launch.cuh)
   float* x = in + blockIdx.x * dim;
   float* y = out + blockIdx.x * dim;
   float sum_sq = 0.f;
