@@ -13,27 +13,38 @@
 namespace kuiper {
 namespace {
 
+using test::to_host;
+
 const std::string kStoriesModel = "models/stories260K/stories260K.bin";
 const std::string kStoriesTokenizer = "models/stories260K/tok512.model";
-
-std::vector<float> to_host(const Tensor& t) {
-  std::vector<float> v(t.numel());
-  CHECK(copy_bytes(v.data(), DeviceType::kCPU, t.raw_data(), t.device(), t.nbytes()).ok());
-  return v;
-}
 
 bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& prefix) {
   return ids.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), ids.begin());
 }
 
-TEST(ChatSession, TurnsPrefillOnlyTheirTokensAndMatchAFreshModel) {
-  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+// The bundled stories260K model, greedy, with a fresh session per test.
+class StoriesChat : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KUIPER_ASSERT_OK_AND_ASSIGN(ckpt_, load_checkpoint(test::source_path(kStoriesModel)));
+    KUIPER_ASSERT_OK_AND_ASSIGN(tokenizer_, load_tokenizer(test::source_path(kStoriesTokenizer)));
+    KUIPER_ASSERT_OK_AND_ASSIGN(model_, LlamaModel::create(ckpt_, {}));
+    session_ = std::make_unique<Session>(*model_, *tokenizer_, sampler_);
+  }
+
+  Checkpoint ckpt_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<LlamaModel> model_;
+  Sampler sampler_{SamplerConfig{}};
+  std::unique_ptr<Session> session_;
+};
+
+TEST_F(StoriesChat, TurnsPrefillOnlyTheirTokensAndMatchAFreshModel) {
+  const Checkpoint& ckpt = ckpt_;
+  Tokenizer* tokenizer = tokenizer_.get();
+  Session& session = *session_;
   KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kAuto, *tokenizer));
   ASSERT_EQ(chat_template->name(), "llama2");  // tok512 has no LLaMA 3 header tokens
-  Sampler sampler({});
-  Session session(*model, *tokenizer, sampler);
   const std::string system = "You tell short stories.";
   Conversation conversation(session, *chat_template, system, /*max_reply=*/24);
 
@@ -79,13 +90,10 @@ TEST(ChatSession, TurnsPrefillOnlyTheirTokensAndMatchAFreshModel) {
   EXPECT_LT(test::relative_error(cached.data(), fresh.data(), fresh.size()), 1e-5);
 }
 
-TEST(ChatSession, ResetStartsAnEmptyConversation) {
-  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+TEST_F(StoriesChat, ResetStartsAnEmptyConversation) {
+  Tokenizer* tokenizer = tokenizer_.get();
+  Session& session = *session_;
   KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kLlama2, *tokenizer));
-  Sampler sampler({});
-  Session session(*model, *tokenizer, sampler);
   Conversation conversation(session, *chat_template, "Be kind.", 8);
   const auto ignore = [](std::string_view) { return true; };
   KUIPER_ASSERT_OK_AND_ASSIGN(TurnStats first, conversation.reply("Hello there", ignore));
@@ -99,13 +107,10 @@ TEST(ChatSession, ResetStartsAnEmptyConversation) {
   EXPECT_EQ(again.context_tokens, first.context_tokens);
 }
 
-TEST(ChatSession, StoppedReplyStaysInTheHistory) {
-  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+TEST_F(StoriesChat, StoppedReplyStaysInTheHistory) {
+  Tokenizer* tokenizer = tokenizer_.get();
+  Session& session = *session_;
   KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kLlama2, *tokenizer));
-  Sampler sampler({});
-  Session session(*model, *tokenizer, sampler);
   Conversation conversation(session, *chat_template, "", 64);
   int pieces = 0;
   // What Ctrl-C does in llama_chat: the piece callback says stop.

@@ -11,6 +11,8 @@
 namespace kuiper {
 namespace {
 
+using test::to_host;
+
 using test::relative_error;
 
 const std::string kStoriesModel = "models/stories260K/stories260K.bin";
@@ -21,13 +23,6 @@ class CudaModel : public ::testing::Test {
     if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
   }
 };
-
-std::vector<float> to_host(const Tensor& t) {
-  std::vector<float> v(t.numel());
-  CHECK(copy_bytes(v.data(), DeviceType::kCPU, t.raw_data(), t.device(), t.nbytes()).ok());
-  CHECK(synchronize(nullptr).ok());
-  return v;
-}
 
 std::unique_ptr<LlamaModel> make_model(const Checkpoint& ckpt, DeviceType device, DataType dtype,
                                        bool graph = true) {

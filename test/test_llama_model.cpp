@@ -13,16 +13,12 @@
 namespace kuiper {
 namespace {
 
+using test::to_host;
+
 using test::relative_error;
 
 const std::string kStoriesModel = "models/stories260K/stories260K.bin";
 const std::string kStoriesTokenizer = "models/stories260K/tok512.model";
-
-std::vector<float> to_host(const Tensor& t) {
-  std::vector<float> v(t.numel());
-  CHECK(copy_bytes(v.data(), DeviceType::kCPU, t.raw_data(), t.device(), t.nbytes()).ok());
-  return v;
-}
 
 // Logits of every position computed one token at a time (the decode path).
 std::vector<std::vector<float>> sequential_logits(LlamaModel& model, const std::vector<int32_t>& ids) {

@@ -31,6 +31,13 @@ Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo, float hi) 
   return std::move(t).value();
 }
 
+std::vector<float> to_host(const Tensor& t) {
+  std::vector<float> v(t.numel());
+  const Status copied = copy_bytes(v.data(), DeviceType::kCPU, t.raw_data(), t.device(), t.nbytes());
+  CHECK(copied.ok()) << copied.to_string();
+  return v;
+}
+
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng) {
   op::Weight w;
   w.values = Tensor::zeros_cpu(DataType::kINT8, {rows, cols}).value();

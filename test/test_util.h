@@ -22,6 +22,9 @@ std::string scratch_dir(const std::string& name);
 // fp32 CPU tensor with values uniform in [lo, hi).
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
 
+// The elements of an fp32 tensor on any device, copied to the host (waits for queued work).
+std::vector<float> to_host(const Tensor& t);
+
 // An int8 weight with random values in [-127, 127] and scales in [0.001, 0.02).
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng);
 
