@@ -31,22 +31,18 @@ inline constexpr int kGemvBurst = 16;  // 16-byte loads per lane in flight: 8 KB
 
 // Dot product of 16 bytes of weights (8 halves or 4 floats) with the matching fp32 inputs,
 // which the previous kernel wrote (hence not __ldg: launch.cuh).
-__device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __nv_bfloat16*) {
-  const float4 x0 = load_after_wait(x), x1 = load_after_wait(x + 1);
-  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
-  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
-  const float2 c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.z));
-  const float2 d = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.w));
-  return a.x * x0.x + a.y * x0.y + b.x * x0.z + b.y * x0.w +
-         c.x * x1.x + c.y * x1.y + d.x * x1.z + d.y * x1.w;
+// Two packed 16-bit weights widened to fp32.
+__device__ __forceinline__ float2 widen2(uint32_t bits, const __nv_bfloat16*) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+}
+__device__ __forceinline__ float2 widen2(uint32_t bits, const __half*) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&bits));
 }
 
-__device__ __forceinline__ float dot16(const uint4& w, const float4* x, const __half*) {
+template <typename Half>
+__device__ __forceinline__ float dot16(const uint4& w, const float4* x, const Half* tag) {
   const float4 x0 = load_after_wait(x), x1 = load_after_wait(x + 1);
-  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w.x));
-  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
-  const float2 c = __half22float2(*reinterpret_cast<const __half2*>(&w.z));
-  const float2 d = __half22float2(*reinterpret_cast<const __half2*>(&w.w));
+  const float2 a = widen2(w.x, tag), b = widen2(w.y, tag), c = widen2(w.z, tag), d = widen2(w.w, tag);
   return a.x * x0.x + a.y * x0.y + b.x * x0.z + b.y * x0.w +
          c.x * x1.x + c.y * x1.y + d.x * x1.z + d.y * x1.w;
 }
