@@ -65,9 +65,11 @@ class Chat {
 
  private:
   bool turn(const std::string& line) {
+    // Cleared before the reply is announced: a Ctrl-C typed as soon as "assistant>" shows must
+    // stop this reply, not be wiped out by a clear that comes after it.
+    cli::clear_interrupt();
     if (interactive_) std::fputs("assistant> ", stdout);
     std::fflush(stdout);
-    cli::clear_interrupt();
     bool reply_started = false;  // leading whitespace of a reply is not shown (the template strips it)
     auto stats = conversation_.reply(line, [&](std::string_view piece) {
       if (!reply_started) {
