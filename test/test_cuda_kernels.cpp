@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -449,6 +451,173 @@ TEST_F(CudaKernels, ArgmaxFindsTheFirstLargest) {
     Tensor out = upload(int_tensor({-1}));
     KUIPER_ASSERT_OK(gpu_.argmax(upload(logits), out, nullptr));
     EXPECT_EQ(download(out).data<int32_t>()[0], expected.data<int32_t>()[0]) << "n " << n;
+  }
+}
+
+// The fused decode GEMV (kernel_table.h, DecodeGemv) against the CPU kernels run one after
+// another: rmsnorm, matmul, then the epilogue's own kernel (add, swiglu, rope + kv_store).
+// Row lengths take every way of reading rows: 16-byte chunks (4096, 1000 / 240 for int8), and
+// the scalar fallback (101 floats; int8 with groups of 4). Tolerance 1e-5 as for the GEMV (the
+// GPU applies 1 / rms to the dot product rather than to each input: fp32 rounding); cache rows
+// are compared after both sides round to the cache type, to within one rounding step.
+class CudaDecodeGemv : public CudaKernels {
+ protected:
+  struct Case {
+    DataType dtype;
+    int64_t cols;
+    int group;  // int8 only
+  };
+  // The input a norm-fed GEMV reads (x · g, and sums of squares of x over runs), made on the host.
+  struct NormedInput {
+    Tensor scaled, sumsq;
+  };
+  NormedInput normed_input(const Tensor& x, const Tensor& g) {
+    const int64_t n = x.numel(), runs = (n + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun;
+    Tensor scaled = Tensor::zeros_cpu(DataType::kFP32, x.shape()).value();
+    Tensor sumsq = Tensor::zeros_cpu(DataType::kFP32, {runs}).value();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x.data<float>()[i];
+      scaled.data<float>()[i] = v * g.data<float>()[i];
+      sumsq.data<float>()[i / op::kDecodeSumsqRun] += v * v;
+    }
+    return {upload(scaled), upload(sumsq)};
+  }
+  // A random weight of the case's type on the CPU and its copy on the GPU.
+  std::pair<op::Weight, op::Weight> weight(const Case& c, int64_t rows, int64_t cols) {
+    op::Weight w = c.dtype == DataType::kINT8
+                       ? test::random_int8_weight(rows, cols, c.group, rng_)
+                       : op::Weight{round_to(test::random_tensor({rows, cols}, rng_), c.dtype), {}, 0};
+    op::Weight gpu{upload(w.values), w.is_quantized() ? upload(w.scales) : Tensor(), w.group_size};
+    return {std::move(w), std::move(gpu)};
+  }
+  // CPU reference of W · (g ? rmsnorm(x) * g : x).
+  Tensor reference(const op::Weight& w, const Tensor& x, const Tensor* g) {
+    Tensor input = x;
+    if (g != nullptr) {
+      input = Tensor::zeros_cpu(DataType::kFP32, {1, x.numel()}).value();
+      EXPECT_TRUE(cpu_.rmsnorm(x, *g, 1e-5f, input, nullptr).ok());
+    }
+    Tensor y = Tensor::zeros_cpu(DataType::kFP32, {1, w.rows()}).value();
+    EXPECT_TRUE(cpu_.matmul[at(w.dtype())](input, w, y, nullptr).ok());
+    return y;
+  }
+  static std::vector<Case> cases() {
+    std::vector<Case> all;
+    for (DataType d : kFloatTypes) {
+      for (int64_t cols : {4096, 1000, 101}) all.push_back({d, cols, 0});
+    }
+    for (auto [cols, group] : {std::pair{4096, 64}, {240, 16}, {100, 4}}) {
+      all.push_back({DataType::kINT8, cols, group});
+    }
+    return all;
+  }
+  static std::string describe(const Case& c) {
+    return std::string(dtype_name(c.dtype)) + " cols " + std::to_string(c.cols);
+  }
+};
+
+// A residual accumulate that hands a norm on, then a norm-fed store reading what it left
+// (37 rows: not a whole number of blocks or of runs, and a scalar next GEMV; 256: chunks).
+TEST_F(CudaDecodeGemv, AccumulateHandsTheNormToTheNextGemv) {
+  for (const Case& c : cases()) {
+    for (int64_t rows : {37, 256}) {
+      auto [w, gpu_w] = weight(c, rows, c.cols);
+      const Tensor x = test::random_tensor({1, c.cols}, rng_);
+      const Tensor residual = test::random_tensor({rows}, rng_);
+      const Tensor g = test::random_tensor({rows}, rng_, 0.5f, 1.5f);
+      Tensor expected = reference(w, x, nullptr);
+      for (int64_t i = 0; i < rows; ++i) expected.data<float>()[i] += residual.data<float>()[i];
+
+      const Tensor gpu_x = upload(x), gpu_g = upload(g);
+      Tensor sum = upload(residual), normed = poisoned_gpu({rows});
+      Tensor sumsq = poisoned_gpu({(rows + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun});
+      op::DecodeGemv gemv{&gpu_x, &gpu_w, nullptr, 0.f, op::GemvEpilogue::kAccumulate, &sum,
+                          &gpu_g, &normed, &sumsq};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      const std::string what = describe(c) + ", " + std::to_string(rows) + " rows";
+      EXPECT_LT(error_vs(download(sum), expected), 1e-5) << "accumulate, " << what;
+
+      // What the norm-fed GEMV after it computes: W2 · rmsnorm(sum) * g.
+      const Case next{c.dtype, rows, rows % 64 == 0 ? 64 : 1};
+      auto [w2, gpu_w2] = weight(next, 29, rows);
+      Tensor out = poisoned_gpu({29});
+      gemv = {&normed, &gpu_w2, &sumsq, 1e-5f, op::GemvEpilogue::kStore, &out};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      EXPECT_LT(error_vs(download(out), reference(w2, download(sum), &g)), 1e-5)
+          << "norm-fed store, " << what;
+    }
+  }
+}
+
+TEST_F(CudaDecodeGemv, NormSwiglu) {
+  for (const Case& c : cases()) {
+    const int64_t hidden = 45;  // odd: the last block holds fewer outputs than it could
+    auto [w, gpu_w] = weight(c, 2 * hidden, c.cols);
+    const Tensor x = test::random_tensor({1, c.cols}, rng_);
+    const Tensor g = test::random_tensor({c.cols}, rng_, 0.5f, 1.5f);
+    const Tensor y = reference(w, x, &g);
+    KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor gate, y.reshape({2, hidden}).value().select(0));
+    KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor up, y.reshape({2, hidden}).value().select(1));
+    Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {hidden}).value();
+    KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, nullptr));
+
+    const NormedInput in = normed_input(x, g);
+    Tensor out = poisoned_gpu({hidden});
+    const op::DecodeGemv gemv{&in.scaled, &gpu_w, &in.sumsq, 1e-5f, op::GemvEpilogue::kSwiglu, &out};
+    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+    EXPECT_LT(error_vs(download(out), expected), 1e-5) << describe(c);
+  }
+}
+
+TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
+  const int head_dim = 16, q_heads = 6, kv_heads = 2;  // GQA 3:1
+  const int64_t q_rows = q_heads * head_dim, kv = kv_heads * head_dim, context = 50;
+  const int32_t pos = 37;
+  const Tensor cos = test::random_tensor({64, head_dim / 2}, rng_);
+  const Tensor sin = test::random_tensor({64, head_dim / 2}, rng_);
+  const Tensor positions = int_tensor({pos});
+  const Tensor gpu_cos = upload(cos), gpu_sin = upload(sin), gpu_positions = upload(positions);
+  for (const Case& c : cases()) {
+    for (bool norm : {true, false}) {
+      const DataType cache_dtype = c.dtype == DataType::kINT8 ? DataType::kBF16 : c.dtype;
+      auto [w, gpu_w] = weight(c, q_rows + 2 * kv, c.cols);
+      const Tensor x = test::random_tensor({1, c.cols}, rng_);
+      const Tensor g = test::random_tensor({c.cols}, rng_, 0.5f, 1.5f);
+      Tensor y = reference(w, x, norm ? &g : nullptr);
+      Tensor q = Tensor::view(y.buffer(), 0, DataType::kFP32, {1, q_rows}).value();
+      Tensor k = Tensor::view(y.buffer(), q_rows * 4, DataType::kFP32, {1, kv}).value();
+      const Tensor v = Tensor::view(y.buffer(), (q_rows + kv) * 4, DataType::kFP32, {1, kv}).value();
+      KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, nullptr));
+
+      const Tensor initial = round_to(test::random_tensor({context, kv}, rng_), cache_dtype);
+      Tensor k_cache = upload(initial), v_cache = upload(initial);
+      const NormedInput in = norm ? normed_input(x, g) : NormedInput{upload(x), Tensor()};
+      Tensor out = poisoned_gpu({1, q_rows});
+      op::DecodeGemv gemv{&in.scaled, &gpu_w, norm ? &in.sumsq : nullptr, 1e-5f,
+                          op::GemvEpilogue::kRopeKv, &out};
+      gemv.rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
+                      &k_cache, &v_cache};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      const std::string what = describe(c) + (norm ? " with norm" : "");
+      EXPECT_LT(error_vs(download(out), q), 1e-5) << "q, " << what;
+
+      const double rounding = cache_dtype == DataType::kFP32 ? 1e-5 : cache_dtype == DataType::kBF16 ? 8e-3 : 1e-3;
+      for (const auto& [cache, expected_row, name] :
+           {std::tuple<const Tensor*, const Tensor*, const char*>{&k_cache, &k, "k"},
+            std::tuple<const Tensor*, const Tensor*, const char*>{&v_cache, &v, "v"}}) {
+        const Tensor back = download(*cache);
+        const size_t row_bytes = kv * dtype_size(cache_dtype);
+        for (int64_t r = 0; r < context; ++r) {  // every other row untouched
+          if (r == pos) continue;
+          ASSERT_EQ(std::memcmp(static_cast<const char*>(back.raw_data()) + r * row_bytes,
+                                static_cast<const char*>(initial.raw_data()) + r * row_bytes, row_bytes), 0)
+              << name << " row " << r << ", " << what;
+        }
+        const Tensor stored = widen(back.slice(pos, pos + 1).value());
+        const Tensor want = widen(round_to(*expected_row, cache_dtype));
+        EXPECT_LT(error_vs(stored, want), rounding) << name << " cache row, " << what;
+      }
+    }
   }
 }
 

@@ -21,8 +21,7 @@
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
 #include "kuiper/base/buffer.h"
-#include "kuiper/op/kernels/cuda/gemv.cuh"
-#include "kuiper/op/kernels/cuda/gemv_int8.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv.cuh"
 
 namespace kuiper {
 namespace {
@@ -128,14 +127,36 @@ struct Row {
   double us, gbs, pct;
 };
 
-// The GEMV kernel with another burst depth, launched directly.
-template <typename T, int kBurst>
-double gemv_burst_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
-  const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
-  const unsigned blocks = (rows + op::cuda::kGemvWarps - 1) / op::cuda::kGemvWarps;
+// The decode GEMV with another way of reading rows or a fused prologue/epilogue
+// (decode_gemv.cuh), launched directly.
+template <typename Rows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore, bool kNorm = false>
+double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+  op::cuda::DecodeGemvArgs a;
+  a.rows = static_cast<int>(ws[0].rows());
+  a.cols = static_cast<int>(ws[0].cols());
+  a.x = x.data<float>();
+  a.out = y.data<float>();
+  // A norm-fed GEMV reads sums of squares and writes nothing more; an accumulate hands a norm on.
+  const Tensor sumsq = random_gpu(DataType::kFP32, {(a.cols + 7) / 8}, 9);
+  Tensor next_normed = random_gpu(DataType::kFP32, {a.rows}, 10);
+  Tensor next_sumsq = random_gpu(DataType::kFP32, {(a.rows + 7) / 8}, 11);
+  if (kNorm) {
+    a.in_sumsq = sumsq.data<float>();
+    a.sumsq_runs = (a.cols + 7) / 8;
+    a.eps = 1e-5f;
+  }
+  if (kEpi == op::GemvEpilogue::kAccumulate) {
+    a.next_norm_weight = y.data<float>();  // any fp32 values of the output's length
+    a.next_normed = next_normed.data<float>();
+    a.next_sumsq = next_sumsq.data<float>();
+  }
+  a.group_size = ws[0].group_size;
+  a.group_shift = 6;  // group 64 for int8 weights
   return 1e3 * median_ms([&](int i) {
-    op::cuda::gemv_burst_kernel<T, kBurst><<<blocks, op::cuda::kGemvWarps * 32>>>(
-        ws[i % ws.size()].values.template data<T>(), x.data<float>(), y.data<float>(), rows, cols);
+    const op::Weight& w = ws[i % ws.size()];
+    a.w = w.values.raw_data();
+    if (w.is_quantized()) a.scales = w.scales.data<float>();
+    check(op::cuda::launch_decode_gemv<Rows, kEpi, kNorm>(a, nullptr), "gemv");
   }, 60);
 }
 
@@ -155,20 +176,6 @@ op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, uint32_t se
   check(cudaGetLastError(), "int8 fill");
   Tensor scales = random_gpu(DataType::kFP32, {rows * cols / group}, seed + 1);
   return {std::move(values).value(), std::move(scales), group};
-}
-
-// The int8 GEMV with other rows per warp and burst depth, launched directly (group 64).
-template <int kRows, int kBurst>
-double gemv_int8_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
-  const int rows = static_cast<int>(ws[0].rows()), cols = static_cast<int>(ws[0].cols());
-  constexpr int per_block = op::cuda::kGemvInt8Warps * kRows;
-  const unsigned blocks = (rows + per_block - 1) / per_block;
-  return 1e3 * median_ms([&](int i) {
-    const op::Weight& w = ws[i % ws.size()];
-    op::cuda::gemv_int8_kernel<kRows, kBurst><<<blocks, op::cuda::kGemvInt8Warps * 32>>>(
-        w.values.data<int8_t>(), w.scales.data<float>(), x.data<float>(), y.data<float>(), rows,
-        cols, 6);
-  }, 60);
 }
 
 // `cuda_kernels_bench attention`: three decode-attention calls (LLaMA-2-7B heads, 4096 of 4096
@@ -242,8 +249,16 @@ int main(int argc, char** argv) {
     }
     if (s.dtype == DataType::kBF16) {
       using B = __nv_bfloat16;
-      for (auto [label, t] : {std::pair{"  burst 8", gemv_burst_us<B, 8>(ws, x, y)},
-                              std::pair{"  burst 24", gemv_burst_us<B, 24>(ws, x, y)}}) {
+      using Rows = op::cuda::DenseChunks<B>;
+      using Paired = op::cuda::DenseChunks<B, 8, 2>;
+      using E = op::GemvEpilogue;
+      for (auto [label, t] : {std::pair{"  burst 8", gemv_variant_us<op::cuda::DenseChunks<B, 8>>(ws, x, y)},
+                              std::pair{"  burst 24", gemv_variant_us<op::cuda::DenseChunks<B, 24>>(ws, x, y)},
+                              std::pair{"  norm+store", gemv_variant_us<Rows, E::kStore, true>(ws, x, y)},
+                              std::pair{"  accumulate+norm", gemv_variant_us<Rows, E::kAccumulate, false>(ws, x, y)},
+                              std::pair{"  2 rows x 8", gemv_variant_us<Paired>(ws, x, y)},
+                              std::pair{"  2 rows x 8 accumulate+norm", gemv_variant_us<Paired, E::kAccumulate, false>(ws, x, y)},
+                              std::pair{"  norm+swiglu", gemv_variant_us<Paired, E::kSwiglu, true>(ws, x, y)}}) {
         rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
       }
     }
@@ -265,8 +280,8 @@ int main(int argc, char** argv) {
     const double moved = bytes + 4.0 * (r + c);
     const std::string name = "gemv int8 " + std::to_string(r) + "x" + std::to_string(c);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
-    for (auto [label, t] : {std::pair{"  1 row x 8", gemv_int8_us<1, 8>(ws, x, y)},
-                            std::pair{"  2 rows x 8", gemv_int8_us<2, 8>(ws, x, y)}}) {
+    for (auto [label, t] : {std::pair{"  4 rows x 4", gemv_variant_us<op::cuda::Int8Chunks<4, 4>>(ws, x, y)},
+                            std::pair{"  2 rows x 8", gemv_variant_us<op::cuda::Int8Chunks<2, 8>>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
   }

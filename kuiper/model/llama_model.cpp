@@ -78,10 +78,11 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
     KUIPER_RETURN_IF_ERROR(check_device_memory());
     KUIPER_ASSIGN_OR_RETURN(stream_, create_stream(device_));
     use_graph_ = options.use_cuda_graph;
-    // Stacking copies the weights, which the GPU needs anyway; on the CPU fp32 weights stay
-    // zero-copy views of the mapped file.
-    stacked_ = true;
   }
+  // Stacking copies the weights, which the GPU needs anyway; on the CPU fp32 weights stay
+  // zero-copy views of the mapped file, and the CPU has no fused decode kernels.
+  fused_decode_ = device_ == DeviceType::kCUDA &&
+                  op::kernel_table(device_).decode_gemv[static_cast<int>(weight_dtype_)] != nullptr;
 
   const LlamaWeights& w = checkpoint.weights;
   Allocator& alloc = *allocator_;
@@ -114,7 +115,7 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
     const std::string prefix = "layer " + std::to_string(l) + " ";
     KUIPER_ASSIGN_OR_RETURN(dst.attention_norm, norm(src.attention_norm));
     KUIPER_ASSIGN_OR_RETURN(dst.ffn_norm, norm(src.ffn_norm));
-    if (stacked_) {
+    if (fused_decode_) {
       KUIPER_ASSIGN_OR_RETURN(dst.wqkv, stacked(prefix + "wqkv", {src.wq, src.wk, src.wv},
                                                 {{prefix + "wq", &dst.wq}, {prefix + "wk", &dst.wk}, {prefix + "wv", &dst.wv}}));
       KUIPER_ASSIGN_OR_RETURN(dst.w13, stacked(prefix + "w13", {src.w1, src.w3},
@@ -192,17 +193,9 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(full_.hb2, f32({rows, config_.hidden_dim}));
   KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
-  if (stacked_) {
-    KUIPER_ASSIGN_OR_RETURN(decode_qkv_, f32({1, q_dim + 2 * kv}));
-    KUIPER_ASSIGN_OR_RETURN(decode_h13_, f32({1, 2 * int64_t{config_.hidden_dim}}));
-    const auto columns = [](const Tensor& row, int64_t begin, int64_t end) {
-      return Tensor::view(row.buffer(), begin * sizeof(float), DataType::kFP32, {1, end - begin});
-    };
-    KUIPER_ASSIGN_OR_RETURN(decode_.q, columns(decode_qkv_, 0, q_dim));
-    KUIPER_ASSIGN_OR_RETURN(decode_.k, columns(decode_qkv_, q_dim, q_dim + kv));
-    KUIPER_ASSIGN_OR_RETURN(decode_.v, columns(decode_qkv_, q_dim + kv, q_dim + 2 * kv));
-    KUIPER_ASSIGN_OR_RETURN(decode_.hb, columns(decode_h13_, 0, config_.hidden_dim));
-    KUIPER_ASSIGN_OR_RETURN(decode_.hb2, columns(decode_h13_, config_.hidden_dim, 2 * int64_t{config_.hidden_dim}));
+  if (fused_decode_) {
+    const int64_t runs = (dim + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun;
+    KUIPER_ASSIGN_OR_RETURN(decode_sumsq_, f32({runs}));
   }
   host_staging_.resize(2 * static_cast<size_t>(max_batch_));
   return ok_status();
@@ -258,7 +251,6 @@ Status LlamaModel::upload_inputs(std::span<const int32_t> tokens, int start_pos,
 
 Status LlamaModel::run_layers(const Activations& a) {
   Tensor x = a.x, xb = a.xb, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb, hb2 = a.hb2;
-  const bool one_launch = stacked_ && &a == &decode_;  // decode_'s q|k|v and hb|hb2 are stacked
   KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, x, stream_));
   // Each residual add is fused into the norm after it; xb carries the pending residual.
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -268,23 +260,15 @@ Status LlamaModel::run_layers(const Activations& a) {
     } else {
       KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward_residual(x, xb, xb, stream_));
     }
-    if (one_launch) {
-      KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(xb, decode_qkv_, stream_));
-    } else {
-      KUIPER_RETURN_IF_ERROR(layer.wq.forward(xb, q, stream_));
-      KUIPER_RETURN_IF_ERROR(layer.wk.forward(xb, k, stream_));
-      KUIPER_RETURN_IF_ERROR(layer.wv.forward(xb, v, stream_));
-    }
+    KUIPER_RETURN_IF_ERROR(layer.wq.forward(xb, q, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.wk.forward(xb, k, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.wv.forward(xb, v, stream_));
     KUIPER_RETURN_IF_ERROR(rope_.forward(q, k, a.positions, stream_));
     KUIPER_RETURN_IF_ERROR(attention_.forward(q, k, v, a.positions, layer.k_cache, layer.v_cache, att, stream_));
     KUIPER_RETURN_IF_ERROR(layer.wo.forward(att, xb, stream_));
     KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward_residual(x, xb, xb, stream_));
-    if (one_launch) {
-      KUIPER_RETURN_IF_ERROR(layer.w13.forward(xb, decode_h13_, stream_));
-    } else {
-      KUIPER_RETURN_IF_ERROR(layer.w1.forward(xb, hb, stream_));
-      KUIPER_RETURN_IF_ERROR(layer.w3.forward(xb, hb2, stream_));
-    }
+    KUIPER_RETURN_IF_ERROR(layer.w1.forward(xb, hb, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.w3.forward(xb, hb2, stream_));
     KUIPER_RETURN_IF_ERROR(op::swiglu(hb, hb2, hb, stream_));
     KUIPER_RETURN_IF_ERROR(layer.w2.forward(hb, xb, stream_));
   }
@@ -299,9 +283,53 @@ Status LlamaModel::classify(const Activations& a, int first, int count, Tensor& 
 }
 
 Status LlamaModel::decode_step() {
+  if (fused_decode_) return fused_decode_step();
   KUIPER_RETURN_IF_ERROR(run_layers(decode_));
   KUIPER_RETURN_IF_ERROR(final_norm_.forward(decode_.x, decode_.xb, stream_));
   return classifier_.forward(decode_.xb, logits_, stream_);
+}
+
+Status LlamaModel::fused_decode_step() {
+  Activations& a = decode_;
+  // Each residual add hands the next norm on (kernel_table.h): x · g goes to xb and the sums of
+  // squares of x to decode_sumsq_, and the GEMV reading xb applies 1 / rms(x).
+  const auto add_to_residual = [&](const Tensor& in, const op::RmsNorm& next_norm) {
+    op::DecodeGemv gemv;
+    gemv.in = &in;
+    gemv.epilogue = op::GemvEpilogue::kAccumulate;
+    gemv.out = &a.x;
+    gemv.next_norm_weight = &next_norm.weight();
+    gemv.next_normed = &a.xb;
+    gemv.next_sumsq = &decode_sumsq_;
+    return gemv;
+  };
+  const auto normed = [&](const op::RmsNorm& norm, op::GemvEpilogue epilogue, Tensor& out) {
+    op::DecodeGemv gemv;
+    gemv.in = &a.xb;
+    gemv.in_sumsq = &decode_sumsq_;
+    gemv.norm_eps = norm.eps();
+    gemv.epilogue = epilogue;
+    gemv.out = &out;
+    return gemv;
+  };
+  KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, a.x, stream_));
+  // No GEMV comes before the first norm: it runs on its own, and the first q/k/v GEMV reads
+  // its finished output.
+  KUIPER_RETURN_IF_ERROR(layers_.front().attention_norm.forward(a.x, a.xb, stream_));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& layer = layers_[l];
+    op::DecodeGemv qkv = normed(layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
+    if (l == 0) qkv.in_sumsq = nullptr;
+    qkv.rope_kv = {&a.positions, &rope_.cos(), &rope_.sin(), rope_.head_dim(),
+                   static_cast<int>(a.q.numel()), &layer.k_cache, &layer.v_cache};
+    KUIPER_RETURN_IF_ERROR(layer.wqkv.forward_decode(qkv, stream_));
+    KUIPER_RETURN_IF_ERROR(attention_.attend(a.q, a.positions, layer.k_cache, layer.v_cache, a.attention, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.wo.forward_decode(add_to_residual(a.attention, layer.ffn_norm), stream_));
+    KUIPER_RETURN_IF_ERROR(layer.w13.forward_decode(normed(layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.hb), stream_));
+    const op::RmsNorm& next_norm = l + 1 < layers_.size() ? layers_[l + 1].attention_norm : final_norm_;
+    KUIPER_RETURN_IF_ERROR(layer.w2.forward_decode(add_to_residual(a.hb, next_norm), stream_));
+  }
+  return classifier_.forward_decode(normed(final_norm_, op::GemvEpilogue::kStore, logits_), stream_);
 }
 
 StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_pos) {

@@ -55,9 +55,10 @@ class LlamaModel {
   struct Layer {
     op::RmsNorm attention_norm, ffn_norm;
     op::MatMul wq, wk, wv, wo, w1, w2, w3;
-    // On the GPU, wq|wk|wv and w1|w3 are stored stacked, so that decoding multiplies each
-    // stack in one launch (one long GEMV streams closer to the memory roofline than three
-    // short ones); wq..w3 are then row views into the stacks, used for prefill.
+    // With fused decoding, wq|wk|wv and w1|w3 are stored stacked, so that decoding multiplies
+    // each stack in one launch (one long GEMV streams closer to the memory roofline than three
+    // short ones, and its epilogue pairs q/k/v or gate/up rows); wq..w3 are then row views into
+    // the stacks, used for prefill.
     op::MatMul wqkv, w13;
     Tensor k_cache, v_cache;  // this layer's slice of the cache, [context, kv_dim]
   };
@@ -83,6 +84,9 @@ class LlamaModel {
   Status run_layers(const Activations& acts);
   // One decode step after upload: layers, final norm and classifier into logits_.
   Status decode_step();
+  // The same in five launches per layer: each norm, rope, cache store, swiglu and residual add
+  // runs inside a GEMV next to it (kernel_table.h, DecodeGemv).
+  Status fused_decode_step();
   // Final norm + classifier of activation rows [first, first + count) into `logits`.
   Status classify(const Activations& acts, int first, int count, Tensor& logits);
 
@@ -105,9 +109,8 @@ class LlamaModel {
   Tensor k_cache_, v_cache_;  // [n_layers, context, kv_dim]
   Activations full_;          // max_batch rows
   Activations decode_;        // 1-row views, made once so decoding allocates nothing
-  bool stacked_ = false;      // layers have wqkv/w13; decode_.q|k|v and hb|hb2 are then
-  Tensor decode_qkv_;         // views into these [1, q_dim + 2 kv_dim]
-  Tensor decode_h13_;         // and [1, 2 hidden_dim] buffers
+  bool fused_decode_ = false;  // the device has decode_gemv for the weights; layers have wqkv/w13
+  Tensor decode_sumsq_;        // fused decode: sums of squares of x handed to the next norm
   Tensor logits_;             // [vocab]
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
   bool use_graph_ = false;

@@ -69,6 +69,51 @@ using AddKernel = Status (*)(const Tensor& a, const Tensor& b, Tensor& out, Stre
 // out[0] = index of the largest element of logits (fp32 [n]), first one on ties. out: int32 [1].
 using ArgmaxKernel = Status (*)(const Tensor& logits, Tensor& out, Stream stream);
 
+// A decode-time GEMV (one token) with the work around it fused in, so that a transformer layer
+// costs a few launches instead of a dozen (each launch costs the GPU several microseconds of
+// idle memory bus at batch 1). y = W · in, then the epilogue decides where y goes:
+enum class GemvEpilogue {
+  kStore,       // out[rows] = y
+  kAccumulate,  // out[rows] += y: the residual connection
+  kSwiglu,      // W stacks gate rows over as many up rows: out[rows/2] = silu(gate) * up
+  kRopeKv,      // W stacks q, k, v rows (q_rows, then two equal halves): out[q_rows] = rope(q);
+                // rope(k) and v go to row positions[0] of the caches, in the caches' dtype
+};
+
+// RMSNorm is handed from one decode GEMV to the next: a kAccumulate GEMV given
+// next_norm_weight g also writes out · g and the sums of squares of out over runs of this many
+// rows; the GEMV that reads them scales its y by 1 / rms(out). A norm then costs neither a
+// launch nor a second pass over the vector.
+inline constexpr int kDecodeSumsqRun = 8;
+
+struct RopeKvTarget {
+  const Tensor* positions = nullptr;  // int32 [1]
+  const Tensor* cos = nullptr;        // fp32 [max_positions, head_dim / 2], as for RopeKernel
+  const Tensor* sin = nullptr;
+  int head_dim = 0;
+  int q_rows = 0;
+  Tensor* k_cache = nullptr;  // [context, kv_rows]
+  Tensor* v_cache = nullptr;
+};
+
+struct DecodeGemv {
+  const Tensor* in = nullptr;  // fp32, cols elements
+  const Weight* weight = nullptr;
+  // With a norm, `in` holds x · g and in_sumsq the sums of squares of x over runs (fp32
+  // [ceil(cols / kDecodeSumsqRun)]); y is scaled by 1 / sqrt(mean(x²) + norm_eps).
+  const Tensor* in_sumsq = nullptr;  // null: no norm
+  float norm_eps = 0.f;
+  GemvEpilogue epilogue = GemvEpilogue::kStore;
+  Tensor* out = nullptr;  // fp32
+  // kAccumulate only, optional: next_normed = out · next_norm_weight (after the add) and
+  // next_sumsq (fp32 [ceil(rows / kDecodeSumsqRun)]) its sums of squares, as above.
+  const Tensor* next_norm_weight = nullptr;
+  Tensor* next_normed = nullptr;
+  Tensor* next_sumsq = nullptr;
+  RopeKvTarget rope_kv;  // kRopeKv only
+};
+using DecodeGemvKernel = Status (*)(const DecodeGemv& gemv, Stream stream);
+
 struct KernelTable {
   EmbeddingKernel embedding[kNumDataTypes] = {};  // by table dtype
   MatmulKernel matmul[kNumDataTypes] = {};        // by weight dtype
@@ -80,6 +125,8 @@ struct KernelTable {
   SwigluKernel swiglu = nullptr;
   AddKernel add = nullptr;
   ArgmaxKernel argmax = nullptr;
+  // Optional, by weight dtype: where it is null the model runs the unfused kernels above.
+  DecodeGemvKernel decode_gemv[kNumDataTypes] = {};
 };
 
 // The table of `device`. For a device this build lacks, every entry is null.

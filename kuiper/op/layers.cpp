@@ -23,6 +23,20 @@ Status MatMul::forward(const Tensor& in, Tensor& out, Stream stream) const {
   return status;
 }
 
+bool MatMul::has_decode_fusion() const {
+  return kernel_table(weight_.device()).decode_gemv[index_of(weight_.dtype())] != nullptr;
+}
+
+Status MatMul::forward_decode(DecodeGemv gemv, Stream stream) const {
+  const DeviceType device = weight_.device();
+  KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).decode_gemv[index_of(weight_.dtype())],
+                                                   "decode_gemv", device, weight_.dtype()));
+  gemv.weight = &weight_;
+  Status status = kernel(gemv, stream);
+  if (!status.ok()) return Status(status.code(), name_ + ": " + status.message());
+  return status;
+}
+
 Status RmsNorm::forward(const Tensor& in, Tensor& out, Stream stream) const {
   const DeviceType device = weight_.device();
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).rmsnorm, "rmsnorm", device));
@@ -46,13 +60,19 @@ Status Attention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
                           Stream stream) const {
   const DeviceType device = q.device();
   const DataType cache_dtype = k_cache.dtype();
-  const KernelTable& table = kernel_table(device);
-  KUIPER_ASSIGN_OR_RETURN(auto store, pick_kernel(table.kv_store[index_of(cache_dtype)], "kv_store",
-                                                  device, cache_dtype));
-  KUIPER_ASSIGN_OR_RETURN(auto attend, pick_kernel(table.attention[index_of(cache_dtype)],
-                                                   "attention", device, cache_dtype));
+  KUIPER_ASSIGN_OR_RETURN(auto store, pick_kernel(kernel_table(device).kv_store[index_of(cache_dtype)],
+                                                  "kv_store", device, cache_dtype));
   KUIPER_RETURN_IF_ERROR(store(k, v, positions, k_cache, v_cache, stream));
-  return attend(q, k_cache, v_cache, positions, shape_, out, stream);
+  return attend(q, positions, k_cache, v_cache, out, stream);
+}
+
+Status Attention::attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache,
+                         const Tensor& v_cache, Tensor& out, Stream stream) const {
+  const DeviceType device = q.device();
+  const DataType cache_dtype = k_cache.dtype();
+  KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).attention[index_of(cache_dtype)],
+                                                   "attention", device, cache_dtype));
+  return kernel(q, k_cache, v_cache, positions, shape_, out, stream);
 }
 
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) {

@@ -26,6 +26,10 @@ class MatMul {
   MatMul() = default;
   MatMul(std::string name, Weight weight) : name_(std::move(name)), weight_(std::move(weight)) {}
   Status forward(const Tensor& in, Tensor& out, Stream stream) const;
+  // Decode (one token) with a norm before and an epilogue after, in one kernel (kernel_table.h,
+  // DecodeGemv; `gemv` names everything but the weight). Only where has_decode_fusion().
+  bool has_decode_fusion() const;
+  Status forward_decode(DecodeGemv gemv, Stream stream) const;
   const Weight& weight() const { return weight_; }
   const std::string& name() const { return name_; }
 
@@ -42,6 +46,7 @@ class RmsNorm {
   // x += residual, then out = norm(x): the residual connection fused into the next norm.
   Status forward_residual(Tensor& x, const Tensor& residual, Tensor& out, Stream stream) const;
   const Tensor& weight() const { return weight_; }
+  float eps() const { return eps_; }
 
  private:
   Tensor weight_;
@@ -55,6 +60,9 @@ class Rope {
   Rope(Tensor cos, Tensor sin, int head_dim)
       : cos_(std::move(cos)), sin_(std::move(sin)), head_dim_(head_dim) {}
   Status forward(Tensor& q, Tensor& k, const Tensor& positions, Stream stream) const;
+  const Tensor& cos() const { return cos_; }
+  const Tensor& sin() const { return sin_; }
+  int head_dim() const { return head_dim_; }
 
  private:
   Tensor cos_, sin_;
@@ -69,6 +77,9 @@ class Attention {
   explicit Attention(AttentionShape shape) : shape_(shape) {}
   Status forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
                  Tensor& k_cache, Tensor& v_cache, Tensor& out, Stream stream) const;
+  // The same when this chunk's keys and values are already in the caches.
+  Status attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache,
+                const Tensor& v_cache, Tensor& out, Stream stream) const;
 
  private:
   AttentionShape shape_;

@@ -15,6 +15,9 @@ KernelTable make_cuda_table() {
     t.kv_store[at(d)] = cuda::kv_store;
     t.attention[at(d)] = cuda::attention;
   }
+  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
+    t.decode_gemv[at(d)] = cuda::decode_gemv;
+  }
   t.embedding[at(DataType::kINT8)] = cuda::embedding_int8;
   t.matmul[at(DataType::kINT8)] = cuda::matmul_int8;
   t.rmsnorm = cuda::rmsnorm;

@@ -24,6 +24,8 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream);
 Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream);
 Status argmax(const Tensor& logits, Tensor& out, Stream stream);
+// Any weight dtype, int8 included.
+Status decode_gemv(const DecodeGemv& gemv, Stream stream);
 
 // Shared argument check: `t` must be a non-empty CUDA tensor of `dtype`.
 Status expect_cuda(const Tensor& t, DataType dtype, const char* what);

@@ -20,10 +20,10 @@ inline unsigned elementwise_blocks(int64_t n) {
 }
 
 // Programmatic dependent launch (Hopper), used for the decode GEMVs only. Launched the ordinary
-// way, a GEMV starts only after the kernel before it (a norm, the attention combine, swiglu, a
-// GEMV) has fully drained, and HBM idles meanwhile. Launched with launch_overlapped, it is
-// scheduled as soon as every block of that kernel has called let_next_kernel_start (those four
-// do so first thing), issues its first burst of weights, and waits in wait_for_previous_kernel
+// way, a GEMV starts only after the kernel before it (the attention, another GEMV, a norm or
+// swiglu) has fully drained, and HBM idles meanwhile. Launched with launch_overlapped, it is
+// scheduled as soon as every block of that kernel has called let_next_kernel_start (those
+// kernels do so first thing), issues its first burst of weights, and waits in wait_for_previous_kernel
 // until that kernel has finished and its writes are visible. Before the wait it reads only
 // weights and writes nothing; every other kernel is launched the ordinary way, and waits for all
 // earlier work. The GEMV finishes after its own wait, so the ordering holds down the stream.
@@ -34,10 +34,11 @@ inline unsigned elementwise_blocks(int64_t n) {
 // to hoist the loads above the wait (ACQBULK in SASS). It did: the GEMVs read x while the norm
 // was still writing it, and model logits were off by ~150% while every kernel alone passed.
 //
-// Measured, LLaMA-2-7B decode on an H200 at context 128 / 4096, tokens/s: bf16 207 / 174 with
-// ordinary launches, 217 / 181 with the GEMVs overlapped (int8: 275 / 220 and 283 / 226); with
-// every decode kernel overlapped, 206 / 160 (blocks of the attention combine and of the GEMV
-// after it, launched early, sat on the multiprocessors while the attention ran).
+// Measured, LLaMA-2-7B decode on an H200 at context 128 / 4096, tokens/s, before the decode
+// GEMVs took in the norms and epilogues: bf16 207 / 174 with ordinary launches, 217 / 181 with
+// the GEMVs overlapped (int8: 275 / 220 and 283 / 226); with every decode kernel overlapped,
+// 206 / 160 (blocks of the attention combine and of the GEMV after it, launched early, sat on
+// the multiprocessors while the attention ran).
 // On GPUs before Hopper both device calls compile to nothing and the attribute is ignored.
 // KUIPER_SERIAL_LAUNCH=1 in the environment launches the GEMVs the ordinary way too: a check
 // when a result is suspected of a race, and the baseline the overlap is measured against.

@@ -1,8 +1,8 @@
 // out[T, rows] = in[T, cols] · Wᵀ on the GPU.
-// Decode (T = 1) is a weight-streaming GEMV (gemv.cuh). Prefill (T > 1) is a GEMM on cuBLAS:
-// fp16/bf16 weights run on the tensor cores after the activations are rounded to the weights'
-// type in a scratch buffer, accumulating and writing fp32; fp32 weights run as a true fp32
-// GEMM (no TF32), so that fp32 models stay exact to fp32 rounding.
+// Decode (T = 1) is the weight-streaming GEMV of decode_gemv.cuh. Prefill (T > 1) is a GEMM on
+// cuBLAS: fp16/bf16 weights run on the tensor cores after the activations are rounded to the
+// weights' type in a scratch buffer, accumulating and writing fp32; fp32 weights run as a true
+// fp32 GEMM (no TF32), so that fp32 models stay exact to fp32 rounding.
 #include <cublas_v2.h>
 
 #include <mutex>
@@ -11,7 +11,7 @@
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/device_scratch.cuh"
-#include "kuiper/op/kernels/cuda/gemv.cuh"
+#include "kuiper/op/kernels/cuda/element_types.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
 
 namespace kuiper::op::cuda {
@@ -66,26 +66,6 @@ constexpr cudaDataType_t cuda_data_type() {
   return CUDA_R_16BF;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-template <typename T>
-Status gemv(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t stream) {
-  const int rows = static_cast<int>(weight.rows()), cols = static_cast<int>(weight.cols());
-  const T* w = weight.values.data<T>();
-  const float* x = in.data<float>();
-  const unsigned row_blocks = static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps);
-  if (cols % (16 / sizeof(T)) == 0 && aligned16(w) && aligned16(x)) {
-    KUIPER_CUDA_RETURN_IF_ERROR(launch_overlapped(
-        gemv_burst_kernel<T, kGemvBurst>, dim3(row_blocks), dim3(kGemvWarps * 32), 0, stream, w, x,
-        out.data<float>(), rows, cols));
-  } else {
-    gemv_scalar_kernel<T><<<row_blocks, kGemvWarps * 32, 0, stream>>>(w, x, out.data<float>(),
-                                                                      rows, cols);
-  }
-  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("gemv");
-  return ok_status();
-}
-
 template <typename T>
 Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t stream) {
   static DeviceScratch rounded_activations;
@@ -138,10 +118,9 @@ Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream
   }
   const int64_t tokens = in.numel() / cols;
   if (tokens == 0 || rows == 0) return ok_status();
+  if (tokens == 1) return decode_gemv({&in, &weight, nullptr, 0.f, GemvEpilogue::kStore, &out}, stream);
   return dispatch_float_type(weight.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    return tokens == 1 ? gemv<T>(in, weight, out, as_cuda_stream(stream))
-                       : gemm<T>(in, weight, out, as_cuda_stream(stream));
+    return gemm<decltype(zero)>(in, weight, out, as_cuda_stream(stream));
   });
 }
 

@@ -1,0 +1,453 @@
+// The decode-time GEMV, y = W · x for one token, with the norm before it and an epilogue after
+// it fused in (kernel_table.h, DecodeGemv). Decode is bound by reading W once from HBM, so the
+// kernel is built around that: 16-byte loads coalesced across the warp, a burst of them per
+// lane issued before the first is used, weights read past L1 (__ldcs) so that x stays cached
+// there, fp32 sums reduced with warp shuffles. Many short-lived blocks: the scheduler starts a
+// new one as soon as one finishes.
+//
+// How rows are read is a policy (one type per storage layout), the rest is shared:
+//  - DenseChunks<T, burst, rows>: fp32/fp16/bf16, 1 row x 16 loads per lane (8 KB per warp,
+//    about what the register file holds per multiprocessor) or 2 rows x 8 sharing each x load.
+//    Measured on an H200, % of copy bandwidth: 1x16 65-91% on 4096-wide matrices, 100% on
+//    32000 rows; bursts of 8 or 24 rows: 10-30% worse. Two persistent designs that stream each
+//    warp's rows without pause (double-buffered registers; a cp.async shared-memory ring)
+//    reached only 45-65%.
+//  - Int8Chunks<rows, burst>: int8 weights with fp32 group scales. A 16-byte load holds 16
+//    weights, which need 64 bytes of x; with one row per warp the x traffic through L1 (4x the
+//    weights) was the limit (22-42%), so a warp serves several rows and reads each x chunk once
+//    for all of them. Bytes are widened without the int-to-float unit: b + 128 is placed in the
+//    mantissa of 2^23 (one byte permute) and 2^23 + 128 subtracted.
+//  - ScalarRows<T, rows>: any shape or alignment, one element per lane step; slow, and no
+//    7B-class model needs it.
+// decode_gemv.cu picks per shape (and has the numbers).
+//
+// What the fusions cost had to be kept off the weight stream: a block that holds its registers
+// after its weights arrived leaves HBM idle. Measured designs that lost: each block reducing x
+// for its own norm, or multiplying x by the norm weight in the dot product (L1 traffic doubled:
+// 32000x4096 fell from 100% to 71%); pairing swiglu/rope rows across warps through shared
+// memory. What is used: the norm's sums of squares come with x from the GEMV that wrote it,
+// and pairs of rows live in one warp.
+//
+// Launched overlapped (launch.cuh), a block issues its first burst of weights before waiting
+// for the kernel that writes x; the weight stream of one GEMV starts while the attention or
+// GEMV before it is still finishing. Every warp of a block runs the same loop (rows past the
+// end re-read the last row and drop the result) because the residual epilogue synchronises the
+// block.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kuiper/op/kernel_table.h"
+#include "kuiper/op/kernels/cuda/element_types.cuh"
+#include "kuiper/op/kernels/cuda/launch.cuh"
+
+namespace kuiper::op::cuda {
+
+// What the kernel reads, in device terms (decode_gemv.cu fills it from a DecodeGemv).
+struct DecodeGemvArgs {
+  const void* w = nullptr;
+  const float* scales = nullptr;  // int8 only
+  int group_size = 0;             // int8 only
+  int group_shift = 0;            // log2(group_size), Int8Chunks only
+  const float* x = nullptr;
+  const float* in_sumsq = nullptr;  // the input's norm: x · g came in, Σ x² in runs
+  int sumsq_runs = 0;
+  float eps = 0.f;
+  int rows = 0, cols = 0;
+  float* out = nullptr;
+  // kAccumulate with a next norm
+  const float* next_norm_weight = nullptr;
+  float* next_normed = nullptr;
+  float* next_sumsq = nullptr;
+  // kRopeKv
+  const int32_t* positions = nullptr;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int table_rows = 0, head_dim = 0, q_rows = 0, kv_rows = 0, context = 0;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  DataType cache_dtype = DataType::kFP32;
+};
+
+// Internal linkage: without relocatable device code every translation unit that includes this
+// gets its own copy of each kernel, and shared host-side launch stubs would mix one unit's
+// kernel registration with another's.
+namespace {
+
+inline constexpr int kDecodeWarps = 8;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Four input elements starting at i (16-byte aligned). x is written by the previous kernel
+// (hence load_after_wait, never __ldg: launch.cuh).
+__device__ __forceinline__ float4 input4(const float* x, int i) {
+  return load_after_wait(reinterpret_cast<const float4*>(x + i));
+}
+
+// Two packed 16-bit weights widened to fp32.
+__device__ __forceinline__ float2 widen2(uint32_t bits, const __nv_bfloat16*) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+}
+__device__ __forceinline__ float2 widen2(uint32_t bits, const __half*) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+}
+
+// Dot product of 16 bytes of weights with the matching inputs x0 (and x1 for 16-bit weights).
+template <typename Half>
+__device__ __forceinline__ float dot16(const uint4& w, const float4& x0, const float4& x1,
+                                       const Half* tag) {
+  const float2 a = widen2(w.x, tag), b = widen2(w.y, tag), c = widen2(w.z, tag), d = widen2(w.w, tag);
+  return a.x * x0.x + a.y * x0.y + b.x * x0.z + b.y * x0.w +
+         c.x * x1.x + c.y * x1.y + d.x * x1.z + d.y * x1.w;
+}
+__device__ __forceinline__ float dot16(const uint4& w, const float4& x0, const float4&,
+                                       const float*) {
+  return __uint_as_float(w.x) * x0.x + __uint_as_float(w.y) * x0.y +
+         __uint_as_float(w.z) * x0.z + __uint_as_float(w.w) * x0.w;
+}
+
+// fp32/fp16/bf16 rows read in 16-byte chunks, kRowsPerWarp rows per warp sharing each x load;
+// rows start 16-byte aligned and hold whole chunks.
+template <typename T, int kBurstLoads = 16, int kRowsPerWarp = 1>
+struct DenseChunks {
+  static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads;
+  static constexpr int kElems = 16 / static_cast<int>(sizeof(T));
+  struct Loaded { uint4 w[kRows][kBurst]; };
+  struct Sums { float partial[kRows][kBurst] = {}; };  // one per load: independent FMA chains
+  const uint4* row[kRows];
+
+  __device__ DenseChunks(const DecodeGemvArgs& a, const int (&rows)[kRows]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      row[r] = static_cast<const uint4*>(a.w) + static_cast<int64_t>(rows[r]) * (a.cols / kElems);
+    }
+  }
+  __device__ int units(const DecodeGemvArgs& a) const { return a.cols / kElems; }
+  __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs&) const {
+#pragma unroll
+    for (int u = 0; u < kBurst; ++u) {
+      if (first + u * 32 < units) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) l.w[r][u] = __ldcs(row[r] + first + u * 32);  // read once
+      }
+    }
+  }
+  __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
+                             const DecodeGemvArgs& a) const {
+#pragma unroll
+    for (int u = 0; u < kBurst; ++u) {
+      const int c = first + u * 32;
+      if (c < units) {
+        const float4 x0 = input4(a.x, c * kElems);
+        const float4 x1 = kElems == 8 ? input4(a.x, c * kElems + 4) : x0;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) s.partial[r][u] += dot16(l.w[r][u], x0, x1, static_cast<const T*>(nullptr));
+      }
+    }
+  }
+  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float sum = 0.f;
+#pragma unroll
+      for (int u = 0; u < kBurst; ++u) sum += s.partial[r][u];
+      out[r] = warp_sum(sum);
+    }
+  }
+};
+
+// The signed byte kIndex of a word whose bytes were offset by 128, as an exact float.
+template <int kIndex>
+__device__ __forceinline__ float widen_biased_byte(uint32_t biased_word) {
+  constexpr float kOffset = 8388608.f + 128.f;  // 2^23 + 128
+  return __uint_as_float(__byte_perm(biased_word, 0x4B000000u, 0x7540u + kIndex)) - kOffset;
+}
+
+__device__ __forceinline__ float dot4_int8(uint32_t word, const float4& x) {
+  const uint32_t biased = word ^ 0x80808080u;  // b -> b + 128 in every byte
+  return widen_biased_byte<0>(biased) * x.x + widen_biased_byte<1>(biased) * x.y +
+         widen_biased_byte<2>(biased) * x.z + widen_biased_byte<3>(biased) * x.w;
+}
+
+// int8 rows in 16-byte chunks, kRowsPerWarp rows per warp. cols % 16 == 0 and the group size
+// is a power of two ≥ 16, so a chunk never straddles a group and the group index is a shift.
+template <int kRowsPerWarp, int kBurstLoads>
+struct Int8Chunks {
+  static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads;
+  struct Loaded { uint4 w[kRows][kBurst]; float scale[kRows][kBurst]; };
+  struct Sums { float sum[kRows] = {}; };
+  const uint4* row[kRows];
+  int64_t flat[kRows];  // index of the row's first weight, for the scale lookup
+
+  __device__ Int8Chunks(const DecodeGemvArgs& a, const int (&rows)[kRows]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      flat[r] = static_cast<int64_t>(rows[r]) * a.cols;
+      row[r] = reinterpret_cast<const uint4*>(static_cast<const int8_t*>(a.w) + flat[r]);
+    }
+  }
+  __device__ int units(const DecodeGemvArgs& a) const { return a.cols / 16; }
+  __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
+#pragma unroll
+    for (int u = 0; u < kBurst; ++u) {
+      const int c = first + u * 32;
+      if (c < units) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          l.w[r][u] = __ldcs(row[r] + c);
+          l.scale[r][u] = __ldcs(a.scales + ((flat[r] + c * 16) >> a.group_shift));
+        }
+      }
+    }
+  }
+  __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
+                             const DecodeGemvArgs& a) const {
+#pragma unroll
+    for (int u = 0; u < kBurst; ++u) {
+      const int c = first + u * 32;
+      if (c < units) {
+        const float4 x0 = input4(a.x, c * 16), x1 = input4(a.x, c * 16 + 4);
+        const float4 x2 = input4(a.x, c * 16 + 8), x3 = input4(a.x, c * 16 + 12);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const uint4& v = l.w[r][u];
+          s.sum[r] += l.scale[r][u] * (dot4_int8(v.x, x0) + dot4_int8(v.y, x1) +
+                                       dot4_int8(v.z, x2) + dot4_int8(v.w, x3));
+        }
+      }
+    }
+  }
+  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
+  }
+};
+
+// Any row length, alignment or group size: one element per lane step, kBurst steps per burst.
+// T is float, __half, __nv_bfloat16 or int8_t (with scales).
+template <typename T, int kRowsPerWarp = 1>
+struct ScalarRows {
+  static constexpr int kRows = kRowsPerWarp, kBurst = 8;
+  struct Loaded { float w[kRows][kBurst]; };
+  struct Sums { float sum[kRows] = {}; };
+  int64_t flat[kRows];  // index of the row's first weight
+
+  __device__ ScalarRows(const DecodeGemvArgs& a, const int (&rows)[kRows]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) flat[r] = static_cast<int64_t>(rows[r]) * a.cols;
+  }
+  __device__ int units(const DecodeGemvArgs& a) const { return a.cols; }
+  __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
+#pragma unroll
+    for (int u = 0; u < kBurst; ++u) {
+      const int c = first + u * 32;
+      if (c < units) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const T w = static_cast<const T*>(a.w)[flat[r] + c];
+          if constexpr (std::is_same_v<T, int8_t>) {
+            l.w[r][u] = static_cast<float>(w) * a.scales[(flat[r] + c) / a.group_size];
+          } else {
+            l.w[r][u] = to_float(w);
+          }
+        }
+      }
+    }
+  }
+  __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
+                             const DecodeGemvArgs& a) const {
+#pragma unroll
+    for (int u = 0; u < kBurst; ++u) {
+      const int c = first + u * 32;
+      if (c < units) {
+        const float x = load_after_wait(a.x + c);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) s.sum[r] += l.w[r][u] * x;
+      }
+    }
+  }
+  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
+  }
+};
+
+// The rows of a warp. kSwiglu pairs gate row i with up row rows/2 + i in one warp (its first
+// half of rows are gates, the second half the matching ups); the others take consecutive rows,
+// so that kRopeKv finds each rotated pair in one warp. A row past the end is clamped (re-read)
+// and marked invalid.
+template <GemvEpilogue kEpi, int kRows>
+__device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int warp, int (&rows)[kRows],
+                                          bool (&valid)[kRows]) {
+  const int global_warp = blockIdx.x * kDecodeWarps + warp;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    int row;
+    if constexpr (kEpi == GemvEpilogue::kSwiglu) {
+      const int hidden = a.rows / 2;
+      const int out = global_warp * (kRows / 2) + r % (kRows / 2);
+      valid[r] = out < hidden;
+      row = r < kRows / 2 ? out : hidden + out;
+    } else {
+      row = global_warp * kRows + r;
+      valid[r] = row < a.rows;
+    }
+    rows[r] = min(row, a.rows - 1);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void store_cache(void* cache, int64_t i, float v) {
+  static_cast<T*>(cache)[i] = from_float<T>(v);
+}
+__device__ __forceinline__ void store_cache(const DecodeGemvArgs& a, void* cache, int64_t i, float v) {
+  switch (a.cache_dtype) {
+    case DataType::kFP16: store_cache<__half>(cache, i, v); break;
+    case DataType::kBF16: store_cache<__nv_bfloat16>(cache, i, v); break;
+    default: store_cache<float>(cache, i, v); break;
+  }
+}
+
+// kRopeKv for the pair of rows (row, row + 1): q rows are rotated and written to out, k rows
+// rotated and v rows copied into row positions[0] of the caches. q_rows and kv_rows are
+// multiples of head_dim, so a pair never straddles two regions or two heads. A position outside
+// the rope tables leaves the pair unrotated; one outside the cache is not stored (as the
+// unfused rope and kv_store kernels do).
+__device__ __forceinline__ void rope_kv_pair(const DecodeGemvArgs& a, int row, float y0, float y1) {
+  const int pos = a.positions[0];
+  const bool is_v = row >= a.q_rows + a.kv_rows;
+  const int region_row = row < a.q_rows ? row : row - a.q_rows - (is_v ? a.kv_rows : 0);
+  if (!is_v && pos >= 0 && pos < a.table_rows) {
+    const int64_t freq = static_cast<int64_t>(pos) * (a.head_dim / 2) + (region_row % a.head_dim) / 2;
+    const float c = a.cos[freq], s = a.sin[freq];
+    const float r0 = y0 * c - y1 * s, r1 = y0 * s + y1 * c;
+    y0 = r0;
+    y1 = r1;
+  }
+  if (row < a.q_rows) {
+    a.out[row] = y0;
+    a.out[row + 1] = y1;
+  } else if (pos >= 0 && pos < a.context) {
+    void* cache = is_v ? a.v_cache : a.k_cache;
+    const int64_t at = static_cast<int64_t>(pos) * a.kv_rows + region_row;
+    store_cache(a, cache, at, y0);
+    store_cache(a, cache, at + 1, y1);
+  }
+}
+
+// out += y; with a next norm, also out · g and the sums of squares of out over runs of
+// kDecodeSumsqRun rows (a block holds whole runs: its rows are consecutive and a multiple of 8).
+template <int kRows>
+__device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int warp, int lane,
+                                                    const int (&row)[kRows],
+                                                    const bool (&valid)[kRows], const float (&y)[kRows]) {
+  constexpr int kBlockRows = kDecodeWarps * kRows;
+  static_assert(kBlockRows % kDecodeSumsqRun == 0);
+  __shared__ float squares[kBlockRows];
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float sum = 0.f;
+      if (valid[r]) {
+        sum = a.out[row[r]] + y[r];
+        a.out[row[r]] = sum;
+        if (a.next_norm_weight != nullptr) a.next_normed[row[r]] = sum * a.next_norm_weight[row[r]];
+      }
+      squares[warp * kRows + r] = sum * sum;
+    }
+  }
+  if (a.next_norm_weight == nullptr) return;  // uniform across the block
+  __syncthreads();
+  const int t = threadIdx.x;
+  const int run = blockIdx.x * (kBlockRows / kDecodeSumsqRun) + t;
+  if (t < kBlockRows / kDecodeSumsqRun && run * kDecodeSumsqRun < a.rows) {
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kDecodeSumsqRun; ++i) sum += squares[t * kDecodeSumsqRun + i];
+    a.next_sumsq[run] = sum;
+  }
+}
+
+template <typename Rows, GemvEpilogue kEpi, bool kNorm>
+__global__ void __launch_bounds__(kDecodeWarps * 32) decode_gemv_kernel(const DecodeGemvArgs a) {
+  let_next_kernel_start();
+  constexpr int kRows = Rows::kRows;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int row[kRows];
+  bool valid[kRows];
+  warp_rows<kEpi, kRows>(a, warp, row, valid);
+  const Rows rows(a, row);
+  const int units = rows.units(a);
+  typename Rows::Sums sums;
+  for (int start = 0; start < units; start += 32 * Rows::kBurst) {
+    typename Rows::Loaded loaded;
+    rows.load(loaded, start + lane, units, a);
+    if (start == 0) wait_for_previous_kernel();  // x is written by the previous kernel
+    rows.accumulate(sums, loaded, start + lane, units, a);
+  }
+  float y[kRows];
+  rows.finish(sums, y);
+  if constexpr (kNorm) {
+    // x · g came in as the input; 1 / rms(x) comes from the sums of squares the GEMV that
+    // wrote x left behind, summed in the same order in every warp. (Read here rather than
+    // while the weights are in flight: measured faster.)
+    float sumsq = 0.f;
+    for (int i = lane; i < a.sumsq_runs; i += 32) sumsq += load_after_wait(a.in_sumsq + i);
+    const float inv_rms = rsqrtf(warp_sum(sumsq) / static_cast<float>(a.cols) + a.eps);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) y[r] *= inv_rms;
+  }
+
+  if constexpr (kEpi == GemvEpilogue::kStore) {
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (valid[r]) a.out[row[r]] = y[r];
+      }
+    }
+  } else if constexpr (kEpi == GemvEpilogue::kAccumulate) {
+    accumulate_epilogue<kRows>(a, warp, lane, row, valid, y);
+  } else if constexpr (kEpi == GemvEpilogue::kSwiglu) {
+    static_assert(kRows % 2 == 0, "swiglu pairs rows inside a warp");
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < kRows / 2; ++j) {
+        const float g = y[j];
+        if (valid[j]) a.out[row[j]] = g / (1.f + expf(-g)) * y[kRows / 2 + j];
+      }
+    }
+  } else {
+    static_assert(kRows % 2 == 0, "rope pairs rows inside a warp");
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < kRows; j += 2) {
+        if (valid[j + 1]) rope_kv_pair(a, row[j], y[j], y[j + 1]);
+      }
+    }
+  }
+}
+
+// Blocks for a grid of `a` under epilogue kEpi with kRows rows per warp.
+template <GemvEpilogue kEpi, int kRows>
+unsigned decode_gemv_blocks(const DecodeGemvArgs& a) {
+  constexpr int kBlockRows = kDecodeWarps * kRows;
+  return static_cast<unsigned>((a.rows + kBlockRows - 1) / kBlockRows);  // swiglu: as many rows
+}
+
+template <typename Rows, GemvEpilogue kEpi, bool kNorm>
+cudaError_t launch_decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
+  return launch_overlapped(decode_gemv_kernel<Rows, kEpi, kNorm>,
+                           dim3(decode_gemv_blocks<kEpi, Rows::kRows>(a)),
+                           dim3(kDecodeWarps * 32), 0, stream, a);
+}
+
+}  // namespace
+}  // namespace kuiper::op::cuda
