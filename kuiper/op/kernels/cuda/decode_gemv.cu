@@ -188,7 +188,10 @@ Status decode_gemv(const DecodeGemv& gemv, Stream stream) {
   const DataType dtype = gemv.weight->dtype();
   if (dtype == DataType::kINT8) {
     if (inputs_aligned && a.cols % 16 == 0 && a.group_shift >= 0) {
-      return launch_rows<Int8Chunks<4, 4>, Int8Chunks<2, 8>>(a, gemv.epilogue, s);
+      // Both shapes hold whole row pairs, so each serves every epilogue.
+      return a.rows <= kPairedRowsUpTo
+                 ? launch_rows<Int8Chunks<2, 8>, Int8Chunks<2, 8>>(a, gemv.epilogue, s)
+                 : launch_rows<Int8Chunks<4, 4>, Int8Chunks<4, 4>>(a, gemv.epilogue, s);
     }
     return launch_rows<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, gemv.epilogue, s);
   }
