@@ -114,6 +114,15 @@ __device__ __forceinline__ float dot16(const uint4& w, const float4& x0, const f
          __uint_as_float(w.z) * x0.z + __uint_as_float(w.w) * x0.w;
 }
 
+// Calls f(u, c) for each of a lane's kBurst units c = first + 32u that lie before `units`.
+template <int kBurst, typename F>
+__device__ __forceinline__ void for_each_unit(int first, int units, F&& f) {
+#pragma unroll
+  for (int u = 0; u < kBurst; ++u) {
+    if (first + u * 32 < units) f(u, first + u * 32);
+  }
+}
+
 // fp32/fp16/bf16 rows read in 16-byte chunks, kRowsPerWarp rows per warp sharing each x load;
 // rows start 16-byte aligned and hold whole chunks.
 template <typename T, int kBurstLoads = 16, int kRowsPerWarp = 1>
@@ -132,26 +141,21 @@ struct DenseChunks {
   }
   __device__ int units(const DecodeGemvArgs& a) const { return a.cols / kElems; }
   __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs&) const {
+    for_each_unit<kBurst>(first, units, [&](int u, int c) {
 #pragma unroll
-    for (int u = 0; u < kBurst; ++u) {
-      if (first + u * 32 < units) {
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) l.w[r][u] = __ldcs(row[r] + first + u * 32);  // read once
-      }
-    }
+      for (int r = 0; r < kRows; ++r) l.w[r][u] = __ldcs(row[r] + c);  // read once: evict first
+    });
   }
   __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
                              const DecodeGemvArgs& a) const {
+    for_each_unit<kBurst>(first, units, [&](int u, int c) {
+      const float4 x0 = input4(a.x, c * kElems);
+      const float4 x1 = kElems == 8 ? input4(a.x, c * kElems + 4) : x0;
 #pragma unroll
-    for (int u = 0; u < kBurst; ++u) {
-      const int c = first + u * 32;
-      if (c < units) {
-        const float4 x0 = input4(a.x, c * kElems);
-        const float4 x1 = kElems == 8 ? input4(a.x, c * kElems + 4) : x0;
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) s.partial[r][u] += dot16(l.w[r][u], x0, x1, static_cast<const T*>(nullptr));
+      for (int r = 0; r < kRows; ++r) {
+        s.partial[r][u] += dot16(l.w[r][u], x0, x1, static_cast<const T*>(nullptr));
       }
-    }
+    });
   }
   __device__ void finish(const Sums& s, float (&out)[kRows]) const {
 #pragma unroll
@@ -196,34 +200,26 @@ struct Int8Chunks {
   }
   __device__ int units(const DecodeGemvArgs& a) const { return a.cols / 16; }
   __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
+    for_each_unit<kBurst>(first, units, [&](int u, int c) {
 #pragma unroll
-    for (int u = 0; u < kBurst; ++u) {
-      const int c = first + u * 32;
-      if (c < units) {
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          l.w[r][u] = __ldcs(row[r] + c);
-          l.scale[r][u] = __ldcs(a.scales + ((flat[r] + c * 16) >> a.group_shift));
-        }
+      for (int r = 0; r < kRows; ++r) {
+        l.w[r][u] = __ldcs(row[r] + c);
+        l.scale[r][u] = __ldcs(a.scales + ((flat[r] + c * 16) >> a.group_shift));
       }
-    }
+    });
   }
   __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
                              const DecodeGemvArgs& a) const {
+    for_each_unit<kBurst>(first, units, [&](int u, int c) {
+      const float4 x0 = input4(a.x, c * 16), x1 = input4(a.x, c * 16 + 4);
+      const float4 x2 = input4(a.x, c * 16 + 8), x3 = input4(a.x, c * 16 + 12);
 #pragma unroll
-    for (int u = 0; u < kBurst; ++u) {
-      const int c = first + u * 32;
-      if (c < units) {
-        const float4 x0 = input4(a.x, c * 16), x1 = input4(a.x, c * 16 + 4);
-        const float4 x2 = input4(a.x, c * 16 + 8), x3 = input4(a.x, c * 16 + 12);
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const uint4& v = l.w[r][u];
-          s.sum[r] += l.scale[r][u] * (dot4_int8(v.x, x0) + dot4_int8(v.y, x1) +
-                                       dot4_int8(v.z, x2) + dot4_int8(v.w, x3));
-        }
+      for (int r = 0; r < kRows; ++r) {
+        const uint4& v = l.w[r][u];
+        s.sum[r] += l.scale[r][u] * (dot4_int8(v.x, x0) + dot4_int8(v.y, x1) +
+                                     dot4_int8(v.z, x2) + dot4_int8(v.w, x3));
       }
-    }
+    });
   }
   __device__ void finish(const Sums& s, float (&out)[kRows]) const {
 #pragma unroll
@@ -246,33 +242,25 @@ struct ScalarRows {
   }
   __device__ int units(const DecodeGemvArgs& a) const { return a.cols; }
   __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
+    for_each_unit<kBurst>(first, units, [&](int u, int c) {
 #pragma unroll
-    for (int u = 0; u < kBurst; ++u) {
-      const int c = first + u * 32;
-      if (c < units) {
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const T w = static_cast<const T*>(a.w)[flat[r] + c];
-          if constexpr (std::is_same_v<T, int8_t>) {
-            l.w[r][u] = static_cast<float>(w) * a.scales[(flat[r] + c) / a.group_size];
-          } else {
-            l.w[r][u] = to_float(w);
-          }
+      for (int r = 0; r < kRows; ++r) {
+        const T w = static_cast<const T*>(a.w)[flat[r] + c];
+        if constexpr (std::is_same_v<T, int8_t>) {
+          l.w[r][u] = static_cast<float>(w) * a.scales[(flat[r] + c) / a.group_size];
+        } else {
+          l.w[r][u] = to_float(w);
         }
       }
-    }
+    });
   }
   __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
                              const DecodeGemvArgs& a) const {
+    for_each_unit<kBurst>(first, units, [&](int u, int c) {
+      const float x = load_after_wait(a.x + c);
 #pragma unroll
-    for (int u = 0; u < kBurst; ++u) {
-      const int c = first + u * 32;
-      if (c < units) {
-        const float x = load_after_wait(a.x + c);
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) s.sum[r] += l.w[r][u] * x;
-      }
-    }
+      for (int r = 0; r < kRows; ++r) s.sum[r] += l.w[r][u] * x;
+    });
   }
   __device__ void finish(const Sums& s, float (&out)[kRows]) const {
 #pragma unroll
