@@ -110,7 +110,7 @@ TEST_P(Llama2cV2, HasRunqLayoutAndRoundTrips) {
   EXPECT_EQ(at<uint32_t>(f, 0), 0x616b3432u);
   EXPECT_EQ(std::string(f.data(), 4), "24ka");  // "ak42" as a little-endian uint32
   EXPECT_EQ(at<int32_t>(f, 4), 2);
-  const int32_t dims[] = {64, 96, 2, 4, 2, 80, 32};
+  const int32_t dims[] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len};
   for (int i = 0; i < 7; ++i) EXPECT_EQ(at<int32_t>(f, 8 + 4 * i), dims[i]) << "field " << i;
   EXPECT_EQ(at<uint8_t>(f, 36), shared ? 1 : 0);
   EXPECT_EQ(at<int32_t>(f, 37), group);
