@@ -349,7 +349,9 @@ class CudaAttention : public CudaKernels {
 };
 
 TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
-  const AttentionCase cases[] = {{3, 1, 128}, {2, 4, 64}, {2, 8, 128}};
+  // Without grouped-query heads and head_dim 64 or 128, 16-bit caches take the streaming
+  // kernel (attention_decode_kernel.cuh); the others the tiled one.
+  const AttentionCase cases[] = {{3, 1, 128}, {5, 1, 64}, {2, 4, 64}, {2, 8, 128}};
   for (DataType dtype : kFloatTypes) {
     for (const AttentionCase& c : cases) {
       for (int32_t length : {1, 37, 1000, 4100}) {
@@ -531,8 +533,9 @@ TEST_F(CudaDecodeGemv, AccumulateHandsTheNormToTheNextGemv) {
       const Tensor gpu_x = upload(x), gpu_g = upload(g);
       Tensor sum = upload(residual), normed = poisoned_gpu({rows});
       Tensor sumsq = poisoned_gpu({(rows + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun});
-      op::DecodeGemv gemv{&gpu_x, &gpu_w, nullptr, 0.f, op::GemvEpilogue::kAccumulate, &sum,
-                          &gpu_g, &normed, &sumsq};
+      op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kAccumulate,
+                          .out = &sum, .next_norm_weight = &gpu_g, .next_normed = &normed,
+                          .next_sumsq = &sumsq, .rope_kv = {}};
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
       const std::string what = describe(c) + ", " + std::to_string(rows) + " rows";
       EXPECT_LT(error_vs(download(sum), expected), 1e-5) << "accumulate, " << what;
@@ -541,7 +544,8 @@ TEST_F(CudaDecodeGemv, AccumulateHandsTheNormToTheNextGemv) {
       const Case next{c.dtype, rows, rows % 64 == 0 ? 64 : 1};
       auto [w2, gpu_w2] = weight(next, 29, rows);
       Tensor out = poisoned_gpu({29});
-      gemv = {&normed, &gpu_w2, &sumsq, 1e-5f, op::GemvEpilogue::kStore, &out};
+      gemv = {.in = &normed, .weight = &gpu_w2, .in_sumsq = &sumsq, .norm_eps = 1e-5f, .out = &out,
+              .rope_kv = {}};
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
       EXPECT_LT(error_vs(download(out), reference(w2, download(sum), &g)), 1e-5)
           << "norm-fed store, " << what;
@@ -563,7 +567,9 @@ TEST_F(CudaDecodeGemv, NormSwiglu) {
 
     const NormedInput in = normed_input(x, g);
     Tensor out = poisoned_gpu({hidden});
-    const op::DecodeGemv gemv{&in.scaled, &gpu_w, &in.sumsq, 1e-5f, op::GemvEpilogue::kSwiglu, &out};
+    const op::DecodeGemv gemv{.in = &in.scaled, .weight = &gpu_w, .in_sumsq = &in.sumsq,
+                              .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kSwiglu, .out = &out,
+                              .rope_kv = {}};
     KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
     EXPECT_LT(error_vs(download(out), expected), 1e-5) << describe(c);
   }
@@ -593,10 +599,11 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
       Tensor k_cache = upload(initial), v_cache = upload(initial);
       const NormedInput in = norm ? normed_input(x, g) : NormedInput{upload(x), Tensor()};
       Tensor out = poisoned_gpu({1, q_rows});
-      op::DecodeGemv gemv{&in.scaled, &gpu_w, norm ? &in.sumsq : nullptr, 1e-5f,
-                          op::GemvEpilogue::kRopeKv, &out};
-      gemv.rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
-                      &k_cache, &v_cache};
+      const op::DecodeGemv gemv{
+          .in = &in.scaled, .weight = &gpu_w, .in_sumsq = norm ? &in.sumsq : nullptr,
+          .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kRopeKv, .out = &out,
+          .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
+                      &k_cache, &v_cache}};
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
       const std::string what = describe(c) + (norm ? " with norm" : "");
       EXPECT_LT(error_vs(download(out), q), 1e-5) << "q, " << what;

@@ -8,6 +8,7 @@
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernel_shapes.h"
+#include "kuiper/op/kernels/cuda/attention_decode_kernel.cuh"
 #include "kuiper/op/kernels/cuda/attention_kernels.cuh"
 #include "kuiper/op/kernels/cuda/attention_prefill.cuh"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
@@ -33,6 +34,25 @@ Status prefer_shared_memory() {
       cudaSharedmemCarveoutMaxShared));
   done.store(true);
   return ok_status();
+}
+
+// The register-streaming decode kernel (attention_decode_kernel.cuh) takes 16-bit caches (T is
+// __half or __nv_bfloat16) without grouped-query heads, head_dim 64 or 128, rows 8-byte aligned.
+template <typename T>
+bool streaming_decode_fits(const AttentionParams<T>& p) {
+  return p.group == 1 && (p.head_dim == 64 || p.head_dim == 128) &&
+         (p.kv_dim * sizeof(T)) % 8 == 0 && reinterpret_cast<uintptr_t>(p.k_cache) % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(p.v_cache) % 8 == 0;
+}
+
+template <typename T>
+void launch_streaming_decode(const AttentionParams<T>& p, dim3 grid, cudaStream_t stream) {
+  constexpr unsigned kThreads = kDecodeAttentionWarps * 32;
+  if (p.head_dim == 128) {
+    attention_decode_kernel<T, 4><<<grid, kThreads, 0, stream>>>(p);
+  } else {
+    attention_decode_kernel<T, 2><<<grid, kThreads, 0, stream>>>(p);
+  }
 }
 
 template <typename T>
@@ -78,8 +98,15 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   }
   const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * p.blocks_per_kv_head),
                   static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));
-  const size_t tiles_bytes = 2 * static_cast<size_t>(p.tile_rows) * row_bytes;
-  attention_kernel<T><<<grid, kAttentionThreads, tiles_bytes, stream>>>(p);
+  bool streamed = false;
+  if constexpr (!std::is_same_v<T, float>) {
+    streamed = tokens == 1 && streaming_decode_fits(p);
+    if (streamed) launch_streaming_decode(p, grid, stream);
+  }
+  if (!streamed) {
+    const size_t tiles_bytes = 2 * static_cast<size_t>(p.tile_rows) * row_bytes;
+    attention_kernel<T><<<grid, kAttentionThreads, tiles_bytes, stream>>>(p);
+  }
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention");
   if (p.splits > 1) {
     const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));

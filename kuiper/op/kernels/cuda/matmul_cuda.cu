@@ -118,7 +118,7 @@ Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream
   }
   const int64_t tokens = in.numel() / cols;
   if (tokens == 0 || rows == 0) return ok_status();
-  if (tokens == 1) return decode_gemv({&in, &weight, nullptr, 0.f, GemvEpilogue::kStore, &out}, stream);
+  if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, stream);
   return dispatch_float_type(weight.dtype(), [&](auto zero) {
     return gemm<decltype(zero)>(in, weight, out, as_cuda_stream(stream));
   });

@@ -54,7 +54,7 @@ Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, Stream s
   }
   const int64_t tokens = in.numel() / cols;
   if (tokens == 0 || rows == 0) return ok_status();
-  if (tokens == 1) return decode_gemv({&in, &weight, nullptr, 0.f, GemvEpilogue::kStore, &out}, stream);
+  if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, stream);
   return gemm_int8(in, weight, out, as_cuda_stream(stream));
 }
 
