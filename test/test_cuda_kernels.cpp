@@ -349,8 +349,8 @@ class CudaAttention : public CudaKernels {
 };
 
 TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
-  // Without grouped-query heads and head_dim 64 or 128, 16-bit caches take the streaming
-  // kernel (attention_decode_kernel.cuh); the others the tiled one.
+  // 16-bit caches with head_dim 64 or 128 take the streaming kernel
+  // (attention_decode_kernel.cuh), fp32 caches the tiled one.
   const AttentionCase cases[] = {{3, 1, 128}, {5, 1, 64}, {2, 4, 64}, {2, 8, 128}};
   for (DataType dtype : kFloatTypes) {
     for (const AttentionCase& c : cases) {

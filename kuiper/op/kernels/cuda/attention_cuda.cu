@@ -1,7 +1,9 @@
 // Attention wrapper: sizes the launch from shapes known on the host (never from positions,
-// which live on the device). Prefill (T > 1) over a 16-bit cache with head_dim 64 or 128 runs
-// on the tensor cores (attention_prefill.cu); everything else runs the CUDA-core kernel here,
-// with flash-decoding splits for a single query row.
+// which live on the device). Over a 16-bit cache with head_dim 64 or 128, prefill (T > 1) runs
+// on the tensor cores (attention_prefill.cu) and decode streams the cache through registers
+// (attention_decode_kernel.cuh); everything else runs the tiled CUDA-core kernel
+// (attention_kernels.cuh). Decode splits the cache into ranges whose partial results the
+// combine kernel merges (flash-decoding).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -37,10 +39,11 @@ Status prefer_shared_memory() {
 }
 
 // The register-streaming decode kernel (attention_decode_kernel.cuh) takes 16-bit caches (T is
-// __half or __nv_bfloat16) without grouped-query heads, head_dim 64 or 128, rows 8-byte aligned.
+// __half or __nv_bfloat16) with head_dim 64 or 128 and rows 8-byte aligned. Its grid is one
+// block per query head (not per KV head) and split.
 template <typename T>
 bool streaming_decode_fits(const AttentionParams<T>& p) {
-  return p.group == 1 && (p.head_dim == 64 || p.head_dim == 128) &&
+  return (p.head_dim == 64 || p.head_dim == 128) &&
          (p.kv_dim * sizeof(T)) % 8 == 0 && reinterpret_cast<uintptr_t>(p.k_cache) % 8 == 0 &&
          reinterpret_cast<uintptr_t>(p.v_cache) % 8 == 0;
 }
@@ -101,7 +104,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   bool streamed = false;
   if constexpr (!std::is_same_v<T, float>) {
     streamed = tokens == 1 && streaming_decode_fits(p);
-    if (streamed) launch_streaming_decode(p, grid, stream);
+    if (streamed) launch_streaming_decode(p, dim3(shape.n_heads, p.splits), stream);
   }
   if (!streamed) {
     const size_t tiles_bytes = 2 * static_cast<size_t>(p.tile_rows) * row_bytes;

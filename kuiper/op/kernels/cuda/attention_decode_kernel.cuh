@@ -1,19 +1,19 @@
-// Decode attention (one query row) over a 16-bit cache with head_dim 64 or 128 and one query
-// head per KV head: the KV cache is the one large thing it reads, so the kernel streams it like
-// the GEMVs stream weights. Each warp owns a share of the split's rows and keeps everything in
-// registers: a lane holds head_dim / 32 dimensions of the query, of the running output and of
-// each K and V row; kChunk rows of K and V are loaded before the first is used; the scores are
-// reduced with warp shuffles and folded into an online softmax. No shared-memory tiles and no
-// block-wide barrier until the warps of the block merge their results at the end.
+// Decode attention (one query row) over a 16-bit cache with head_dim 64 or 128: the KV cache is
+// the one large thing it reads, so the kernel streams it like the GEMVs stream weights. Each
+// warp owns a share of the split's rows and keeps everything in registers: a lane holds
+// head_dim / 32 dimensions of the query, of the running output and of each K and V row; kChunk
+// rows of K and V are loaded before the first is used; the scores are reduced with warp
+// shuffles and folded into an online softmax. No shared-memory tiles and no block-wide barrier
+// until the warps of the block merge their results at the end.
 //
-// Measured on an H200 (tools/cuda_kernels_bench), LLaMA-2-7B heads (32 KV heads), 4096 cached
-// rows: 40 µs with the tiled kernel of attention_kernels.cuh (which stages 64-row tiles in
-// shared memory and synchronises the block four times per tile), 25 µs with this one; decode
-// at context 4096 went from 198 to 214 tokens/s. With grouped-query heads (LLaMA-3-8B, 8 KV
-// heads, each block serving 4 query heads) this design measured slower than the tiled kernel
-// (25 against 20 µs), which therefore keeps those. Results use the tiled kernel's format: the
-// normalised output for one split, otherwise unnormalised partial sums with their max and sum
-// for attention_combine_kernel.
+// Measured on an H200 (tools/cuda_kernels_bench, graph replay), 4096 cached rows of 128-wide
+// heads: 32 KV heads (LLaMA-2-7B) 38 µs with the tiled kernel of attention_kernels.cuh (which
+// stages 64-row tiles in shared memory and synchronises the block four times per tile), 25-29
+// µs with this one; 8 KV heads of 4 query heads each (LLaMA-3-8B) 21 µs either way, and at
+// 1024 rows 16 -> 10 µs. Decode tokens/s, context 128 / 4096: LLaMA-2-7B 240 / 198 -> 244 /
+// 214, LLaMA-3-8B 210 / 201 -> 219 / 201. Results use the tiled kernel's format: the normalised
+// output for one split, otherwise unnormalised partial sums with their max and sum for
+// attention_combine_kernel.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -56,11 +56,12 @@ struct HeadSlice {
   }
 };
 
-// One block per (KV head = query head, split): the model has no grouped-query sharing.
+// One block per (query head, split). Query heads that share a KV head read the same rows; the
+// second and later reads of a row come from L2.
 template <typename T, int kDims>
 __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
     attention_decode_kernel(const AttentionParams<T> p) {
-  const int head = blockIdx.x, split = blockIdx.y;
+  const int head = blockIdx.x, split = blockIdx.y, kv_head = head / p.group;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   constexpr int kHd = 32 * kDims;
   const int64_t length = attended_length(p.positions, 0, p.context);
@@ -79,8 +80,8 @@ __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
     q[d] = p.q[head * kHd + lane * kDims + d] * p.scale;
     acc[d] = 0.f;
   }
-  const T* k_base = p.k_cache + static_cast<int64_t>(head) * kHd;
-  const T* v_base = p.v_cache + static_cast<int64_t>(head) * kHd;
+  const T* k_base = p.k_cache + static_cast<int64_t>(kv_head) * kHd;
+  const T* v_base = p.v_cache + static_cast<int64_t>(kv_head) * kHd;
   constexpr int kStride = kDecodeAttentionWarps * kDecodeAttentionChunk;
   for (int64_t first = begin + warp * kDecodeAttentionChunk; first < end; first += kStride) {
     HeadSlice<T, kDims> k[kDecodeAttentionChunk], v[kDecodeAttentionChunk];
