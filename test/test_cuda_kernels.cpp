@@ -6,6 +6,7 @@
 //    widen exactly to fp32): 1e-5; attention, whose exp and long sums round differently: 2e-5.
 //  - prefill matmul with half-precision weights, where the GPU also rounds the activations to
 //    the weights' type for the tensor cores: fp16 2e-3 (11-bit mantissa), bf16 1e-2 (8-bit).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -307,6 +308,58 @@ TEST_F(CudaKernels, KvStoreWritesRoundedRowsAtPositionsOnly) {
         << dtype_name(dtype);
     EXPECT_EQ(std::memcmp(download(v_cache).raw_data(), v_expected.raw_data(), v_expected.nbytes()), 0)
         << dtype_name(dtype);
+  }
+}
+
+// The prefill q/k/v epilogue over one stacked GEMM output against the CPU rope and the cache
+// store on the split rows: q within 1e-6; cache rows within one rounding of the cache type, the
+// other rows untouched.
+TEST_F(CudaKernels, RopeKvStoreMatchesRopeThenCacheStore) {
+  const int head_dim = 16, q_rows = 6 * head_dim, kv = 2 * head_dim, context = 50;
+  const std::vector<int32_t> pos = {0, 5, 37, 49, 12};
+  const int64_t tokens = static_cast<int64_t>(pos.size());
+  const Tensor cos = test::random_tensor({64, head_dim / 2}, rng_);
+  const Tensor sin = test::random_tensor({64, head_dim / 2}, rng_);
+  const Tensor positions = int_tensor(pos);
+  const Tensor qkv = test::random_tensor({tokens, q_rows + 2 * kv}, rng_);
+  // CPU reference: split the rows, rotate q and k.
+  Tensor q = Tensor::zeros_cpu(DataType::kFP32, {tokens, q_rows}).value();
+  Tensor k = Tensor::zeros_cpu(DataType::kFP32, {tokens, kv}).value();
+  Tensor v = Tensor::zeros_cpu(DataType::kFP32, {tokens, kv}).value();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = qkv.data<float>() + t * (q_rows + 2 * kv);
+    std::memcpy(q.data<float>() + t * q_rows, row, q_rows * sizeof(float));
+    std::memcpy(k.data<float>() + t * kv, row + q_rows, kv * sizeof(float));
+    std::memcpy(v.data<float>() + t * kv, row + q_rows + kv, kv * sizeof(float));
+  }
+  KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, nullptr));
+  const Tensor gpu_qkv = upload(qkv), gpu_pos = upload(positions), gpu_cos = upload(cos),
+               gpu_sin = upload(sin);
+  for (DataType dtype : kFloatTypes) {
+    const Tensor initial = round_to(test::random_tensor({context, kv}, rng_), dtype);
+    Tensor k_cache = upload(initial), v_cache = upload(initial);
+    Tensor q_out = poisoned_gpu({tokens, q_rows});
+    const op::RopeKvTarget target{&gpu_pos, &gpu_cos, &gpu_sin, head_dim, q_rows, &k_cache, &v_cache};
+    KUIPER_ASSERT_OK(gpu_.rope_kv_store(gpu_qkv, target, q_out, nullptr));
+    EXPECT_LT(error_vs(download(q_out), q), 1e-6) << dtype_name(dtype);
+    const double rounding = dtype == DataType::kFP32 ? 1e-6 : dtype == DataType::kBF16 ? 8e-3 : 1e-3;
+    for (const auto& [cache, rows, name] :
+         {std::tuple<const Tensor*, const Tensor*, const char*>{&k_cache, &k, "k"},
+          std::tuple<const Tensor*, const Tensor*, const char*>{&v_cache, &v, "v"}}) {
+      const Tensor back = download(*cache);
+      const size_t row_bytes = kv * dtype_size(dtype);
+      for (int64_t r = 0; r < context; ++r) {
+        if (std::find(pos.begin(), pos.end(), r) != pos.end()) continue;
+        ASSERT_EQ(std::memcmp(static_cast<const char*>(back.raw_data()) + r * row_bytes,
+                              static_cast<const char*>(initial.raw_data()) + r * row_bytes, row_bytes), 0)
+            << name << " row " << r << ", " << dtype_name(dtype);
+      }
+      for (int64_t t = 0; t < tokens; ++t) {
+        const Tensor stored = widen(back.slice(pos[t], pos[t] + 1).value());
+        const Tensor want = widen(round_to(rows->slice(t, t + 1).value(), dtype));
+        EXPECT_LT(error_vs(stored, want), rounding) << name << " position " << pos[t] << ", " << dtype_name(dtype);
+      }
+    }
   }
 }
 

@@ -325,7 +325,9 @@ int main(int argc, char** argv) {
 
   // Prefill: GEMM (TFLOP/s in the GB/s column) and attention over a 512-row chunk.
   std::vector<std::pair<std::string, std::pair<double, double>>> prefill;
-  for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}}) {
+  // (LLaMA-2-7B: q/k/v, o, gate/up and down, apart and stacked.)
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008},
+                      {12288, 4096}, {22016, 4096}}) {
     const int64_t tokens = 512;
     op::Weight w{random_gpu(DataType::kBF16, {r, c}, 11), {}, 0};
     const Tensor x = random_gpu(DataType::kFP32, {tokens, c}, 12);

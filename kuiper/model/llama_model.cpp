@@ -81,8 +81,9 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   }
   // Stacking copies the weights, which the GPU needs anyway; on the CPU fp32 weights stay
   // zero-copy views of the mapped file, and the CPU has no fused decode kernels.
-  fused_decode_ = device_ == DeviceType::kCUDA &&
-                  op::kernel_table(device_).decode_gemv[static_cast<int>(weight_dtype_)] != nullptr;
+  const op::KernelTable& table = op::kernel_table(device_);
+  fused_ = device_ == DeviceType::kCUDA && table.decode_gemv[static_cast<int>(weight_dtype_)] != nullptr &&
+           table.rope_kv_store != nullptr;
 
   const LlamaWeights& w = checkpoint.weights;
   Allocator& alloc = *allocator_;
@@ -115,7 +116,7 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
     const std::string prefix = "layer " + std::to_string(l) + " ";
     KUIPER_ASSIGN_OR_RETURN(dst.attention_norm, norm(src.attention_norm));
     KUIPER_ASSIGN_OR_RETURN(dst.ffn_norm, norm(src.ffn_norm));
-    if (fused_decode_) {
+    if (fused_) {
       KUIPER_ASSIGN_OR_RETURN(dst.wqkv, stacked(prefix + "wqkv", {src.wq, src.wk, src.wv},
                                                 {{prefix + "wq", &dst.wq}, {prefix + "wk", &dst.wk}, {prefix + "wv", &dst.wv}}));
       KUIPER_ASSIGN_OR_RETURN(dst.w13, stacked(prefix + "w13", {src.w1, src.w3},
@@ -157,7 +158,7 @@ Status LlamaModel::check_device_memory() const {
   size_t needed = static_cast<size_t>(matrix_elements) * dtype_size(weight_dtype_);
   if (weight_dtype_ == DataType::kINT8) needed += matrix_elements / 8;  // scales, generous
   needed += 2 * static_cast<size_t>(c.n_layers) * context_ * kv * dtype_size(kv_dtype_);
-  needed += static_cast<size_t>(max_batch_) * (4 * dim + 2 * q_dim + 2 * c.hidden_dim + c.vocab_size) * 4;
+  needed += static_cast<size_t>(max_batch_) * (4 * dim + 3 * q_dim + 2 * kv + 2 * c.hidden_dim + c.vocab_size) * 4;
   KUIPER_ASSIGN_OR_RETURN(DeviceMemoryInfo info, cuda_memory_info());
   if (needed > info.free_bytes) {
     return resource_exhausted(
@@ -193,9 +194,10 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(full_.hb2, f32({rows, config_.hidden_dim}));
   KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
-  if (fused_decode_) {
+  if (fused_) {
     const int64_t runs = (dim + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun;
     KUIPER_ASSIGN_OR_RETURN(decode_sumsq_, f32({runs}));
+    KUIPER_ASSIGN_OR_RETURN(full_.qkv, f32({rows, q_dim + 2 * kv}));
   }
   host_staging_.resize(2 * static_cast<size_t>(max_batch_));
   return ok_status();
@@ -213,6 +215,9 @@ StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
   KUIPER_ASSIGN_OR_RETURN(a.v, full_.v.slice(0, rows));
   KUIPER_ASSIGN_OR_RETURN(a.hb, full_.hb.slice(0, rows));
   KUIPER_ASSIGN_OR_RETURN(a.hb2, full_.hb2.slice(0, rows));
+  if (!full_.qkv.is_empty()) {
+    KUIPER_ASSIGN_OR_RETURN(a.qkv, full_.qkv.slice(0, rows));
+  }
   return a;
 }
 
@@ -250,7 +255,8 @@ Status LlamaModel::upload_inputs(std::span<const int32_t> tokens, int start_pos,
 }
 
 Status LlamaModel::run_layers(const Activations& a) {
-  Tensor x = a.x, xb = a.xb, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb, hb2 = a.hb2;
+  Tensor x = a.x, xb = a.xb, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb, hb2 = a.hb2,
+         qkv = a.qkv;
   KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, x, stream_));
   // Each residual add is fused into the norm after it; xb carries the pending residual.
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -260,11 +266,17 @@ Status LlamaModel::run_layers(const Activations& a) {
     } else {
       KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward_residual(x, xb, xb, stream_));
     }
-    KUIPER_RETURN_IF_ERROR(layer.wq.forward(xb, q, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.wk.forward(xb, k, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.wv.forward(xb, v, stream_));
-    KUIPER_RETURN_IF_ERROR(rope_.forward(q, k, a.positions, stream_));
-    KUIPER_RETURN_IF_ERROR(attention_.forward(q, k, v, a.positions, layer.k_cache, layer.v_cache, att, stream_));
+    if (fused_) {
+      KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(xb, qkv, stream_));
+      KUIPER_RETURN_IF_ERROR(rope_.forward_stacked(qkv, a.positions, q, layer.k_cache, layer.v_cache, stream_));
+      KUIPER_RETURN_IF_ERROR(attention_.attend(q, a.positions, layer.k_cache, layer.v_cache, att, stream_));
+    } else {
+      KUIPER_RETURN_IF_ERROR(layer.wq.forward(xb, q, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.wk.forward(xb, k, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.wv.forward(xb, v, stream_));
+      KUIPER_RETURN_IF_ERROR(rope_.forward(q, k, a.positions, stream_));
+      KUIPER_RETURN_IF_ERROR(attention_.forward(q, k, v, a.positions, layer.k_cache, layer.v_cache, att, stream_));
+    }
     KUIPER_RETURN_IF_ERROR(layer.wo.forward(att, xb, stream_));
     KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward_residual(x, xb, xb, stream_));
     KUIPER_RETURN_IF_ERROR(layer.w1.forward(xb, hb, stream_));
@@ -283,7 +295,7 @@ Status LlamaModel::classify(const Activations& a, int first, int count, Tensor& 
 }
 
 Status LlamaModel::decode_step() {
-  if (fused_decode_) return fused_decode_step();
+  if (fused_) return fused_decode_step();
   KUIPER_RETURN_IF_ERROR(run_layers(decode_));
   KUIPER_RETURN_IF_ERROR(final_norm_.forward(decode_.x, decode_.xb, stream_));
   return classifier_.forward(decode_.xb, logits_, stream_);

@@ -55,10 +55,10 @@ class LlamaModel {
   struct Layer {
     op::RmsNorm attention_norm, ffn_norm;
     op::MatMul wq, wk, wv, wo, w1, w2, w3;
-    // With fused decoding, wq|wk|wv and w1|w3 are stored stacked, so that decoding multiplies
-    // each stack in one launch (one long GEMV streams closer to the memory roofline than three
-    // short ones, and its epilogue pairs q/k/v or gate/up rows); wq..w3 are then row views into
-    // the stacks, used for prefill.
+    // Where fused kernels run, wq|wk|wv and w1|w3 are stored stacked, so that each stack is
+    // multiplied in one launch (one long GEMV streams closer to the memory roofline than three
+    // short ones, and its epilogue pairs q/k/v or gate/up rows; prefill multiplies q|k|v in
+    // one GEMM); wq..w3 are then row views into the stacks.
     op::MatMul wqkv, w13;
     Tensor k_cache, v_cache;  // this layer's slice of the cache, [context, kv_dim]
   };
@@ -69,6 +69,7 @@ class LlamaModel {
     Tensor q, attention;                  // [rows, n_heads * head_dim]
     Tensor k, v;                          // [rows, kv_dim]
     Tensor hb, hb2;                       // [rows, hidden_dim]
+    Tensor qkv;                           // [rows, q_dim + 2 kv_dim], fused only
   };
 
   LlamaModel() = default;
@@ -109,8 +110,10 @@ class LlamaModel {
   Tensor k_cache_, v_cache_;  // [n_layers, context, kv_dim]
   Activations full_;          // max_batch rows
   Activations decode_;        // 1-row views, made once so decoding allocates nothing
-  bool fused_decode_ = false;  // the device has decode_gemv for the weights; layers have wqkv/w13
-  Tensor decode_sumsq_;        // fused decode: sums of squares of x handed to the next norm
+  // The device runs the fused kernels (decode_gemv, rope_kv_store) over stacked wq|wk|wv and
+  // w1|w3 (kernel_table.h).
+  bool fused_ = false;
+  Tensor decode_sumsq_;  // fused decode: sums of squares of x handed to the next norm
   Tensor logits_;             // [vocab]
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
   bool use_graph_ = false;

@@ -86,8 +86,9 @@ enum class GemvEpilogue {
 // launch nor a second pass over the vector.
 inline constexpr int kDecodeSumsqRun = 8;
 
+// Where stacked q/k/v rows go: q rotated into its output, k rotated and v stored in the caches.
 struct RopeKvTarget {
-  const Tensor* positions = nullptr;  // int32 [1]
+  const Tensor* positions = nullptr;  // int32, one per row of tokens
   const Tensor* cos = nullptr;        // fp32 [max_positions, head_dim / 2], as for RopeKernel
   const Tensor* sin = nullptr;
   int head_dim = 0;
@@ -114,6 +115,12 @@ struct DecodeGemv {
 };
 using DecodeGemvKernel = Status (*)(const DecodeGemv& gemv, Stream stream);
 
+// The prefill form of kRopeKv: qkv [T, q_rows + 2 kv_rows] is the stacked GEMM's output; q
+// [T, q_rows] receives the rotated q rows; k and v go to row positions[t] of the caches.
+// Positions outside the rope tables or the cache are treated as by RopeKernel and KvStoreKernel.
+using RopeKvStoreKernel = Status (*)(const Tensor& qkv, const RopeKvTarget& target, Tensor& q,
+                                     Stream stream);
+
 struct KernelTable {
   EmbeddingKernel embedding[kNumDataTypes] = {};  // by table dtype
   MatmulKernel matmul[kNumDataTypes] = {};        // by weight dtype
@@ -125,8 +132,10 @@ struct KernelTable {
   SwigluKernel swiglu = nullptr;
   AddKernel add = nullptr;
   ArgmaxKernel argmax = nullptr;
-  // Optional, by weight dtype: where it is null the model runs the unfused kernels above.
+  // Optional, for stacked q/k/v and gate/up weights: where decode_gemv is null for the weight
+  // dtype the model runs the unfused kernels above.
   DecodeGemvKernel decode_gemv[kNumDataTypes] = {};
+  RopeKvStoreKernel rope_kv_store = nullptr;
 };
 
 // The table of `device`. For a device this build lacks, every entry is null.

@@ -55,6 +55,14 @@ Status Rope::forward(Tensor& q, Tensor& k, const Tensor& positions, Stream strea
   return kernel(q, k, positions, cos_, sin_, head_dim_, stream);
 }
 
+Status Rope::forward_stacked(const Tensor& qkv, const Tensor& positions, Tensor& q,
+                             Tensor& k_cache, Tensor& v_cache, Stream stream) const {
+  const DeviceType device = q.device();
+  KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).rope_kv_store, "rope_kv_store", device));
+  const RopeKvTarget target{&positions, &cos_, &sin_, head_dim_, static_cast<int>(q.dim(-1)), &k_cache, &v_cache};
+  return kernel(qkv, target, q, stream);
+}
+
 Status Attention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& positions, Tensor& k_cache, Tensor& v_cache, Tensor& out,
                           Stream stream) const {

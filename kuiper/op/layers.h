@@ -60,6 +60,10 @@ class Rope {
   Rope(Tensor cos, Tensor sin, int head_dim)
       : cos_(std::move(cos)), sin_(std::move(sin)), head_dim_(head_dim) {}
   Status forward(Tensor& q, Tensor& k, const Tensor& positions, Stream stream) const;
+  // Stacked q|k|v rows (one GEMM's output) into rotated q, and k and v into the caches at their
+  // positions (kernel_table.h, RopeKvStoreKernel): where the device's table has it.
+  Status forward_stacked(const Tensor& qkv, const Tensor& positions, Tensor& q, Tensor& k_cache,
+                         Tensor& v_cache, Stream stream) const;
   const Tensor& cos() const { return cos_; }
   const Tensor& sin() const { return sin_; }
   int head_dim() const { return head_dim_; }

@@ -23,6 +23,7 @@ KernelTable make_cuda_table() {
   t.rmsnorm = cuda::rmsnorm;
   t.add_rmsnorm = cuda::add_rmsnorm;
   t.rope = cuda::rope;
+  t.rope_kv_store = cuda::rope_kv_store;
   t.swiglu = cuda::swiglu;
   t.add = cuda::add;
   t.argmax = cuda::argmax;

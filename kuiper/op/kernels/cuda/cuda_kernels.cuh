@@ -26,6 +26,7 @@ Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream);
 Status argmax(const Tensor& logits, Tensor& out, Stream stream);
 // Any weight dtype, int8 included.
 Status decode_gemv(const DecodeGemv& gemv, Stream stream);
+Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, Stream stream);
 
 // Shared argument check: `t` must be a non-empty CUDA tensor of `dtype`.
 Status expect_cuda(const Tensor& t, DataType dtype, const char* what);

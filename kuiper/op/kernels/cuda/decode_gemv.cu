@@ -66,46 +66,6 @@ int chunk_group_shift(int g) {
   return shift;
 }
 
-Status check_rope_kv(const DecodeGemv& g, int64_t rows, DecodeGemvArgs& a) {
-  const RopeKvTarget& t = g.rope_kv;
-  if (!t.positions || !t.cos || !t.sin || !t.k_cache || !t.v_cache) {
-    return invalid_argument("decode_gemv rope/kv epilogue needs positions, cos, sin and both caches");
-  }
-  KUIPER_RETURN_IF_ERROR(expect_cuda(*t.positions, DataType::kINT32, "decode_gemv positions"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(*t.cos, DataType::kFP32, "rope cos table"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(*t.sin, DataType::kFP32, "rope sin table"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(*t.k_cache, "key cache"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(*t.v_cache, t.k_cache->dtype(), "value cache"));
-  const int64_t kv = (rows - t.q_rows) / 2;
-  const bool heads_fit = t.head_dim > 0 && t.head_dim % 2 == 0 && t.q_rows > 0 &&
-                         t.q_rows % t.head_dim == 0 && kv > 0 && kv % t.head_dim == 0 &&
-                         t.q_rows + 2 * kv == rows;
-  if (!heads_fit || t.positions->numel() != 1 || t.cos->ndim() != 2 ||
-      t.cos->dim(1) != t.head_dim / 2 || t.sin->shape() != t.cos->shape() ||
-      t.k_cache->ndim() != 2 || t.k_cache->dim(1) != kv ||
-      t.v_cache->shape() != t.k_cache->shape() || g.out->numel() != t.q_rows) {
-    return invalid_argument("decode_gemv rope/kv shapes do not fit: weight rows " +
-                            std::to_string(rows) + ", q rows " + std::to_string(t.q_rows) +
-                            ", head_dim " + std::to_string(t.head_dim) + ", key cache " +
-                            t.k_cache->describe() + ", q out " + g.out->describe());
-  }
-  if (t.k_cache->dim(0) > INT32_MAX || t.cos->dim(0) > INT32_MAX) {
-    return unsupported("decode_gemv: cache or rope table beyond 2^31 positions");
-  }
-  a.positions = t.positions->data<int32_t>();
-  a.cos = t.cos->data<float>();
-  a.sin = t.sin->data<float>();
-  a.table_rows = static_cast<int>(t.cos->dim(0));
-  a.head_dim = t.head_dim;
-  a.q_rows = t.q_rows;
-  a.kv_rows = static_cast<int>(kv);
-  a.context = static_cast<int>(t.k_cache->dim(0));
-  a.k_cache = t.k_cache->raw_data();
-  a.v_cache = t.v_cache->raw_data();
-  a.cache_dtype = t.k_cache->dtype();
-  return ok_status();
-}
-
 Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
   if (!g.in || !g.weight || !g.out) return invalid_argument("decode_gemv needs in, weight and out");
   const Weight& w = *g.weight;
@@ -172,7 +132,7 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
       if (rows % 2 == 0 && g.out->numel() == rows / 2) return ok_status();
       break;
     case GemvEpilogue::kRopeKv:
-      return check_rope_kv(g, rows, a);
+      return rope_kv_args(g.rope_kv, rows, 1, *g.out, a.rope);
   }
   return invalid_argument("decode_gemv output " + g.out->describe() + " does not fit weight " +
                           w.values.describe() + " and its epilogue");

@@ -44,6 +44,7 @@
 #include "kuiper/op/kernel_table.h"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
+#include "kuiper/op/kernels/cuda/rope_kv.cuh"
 
 namespace kuiper::op::cuda {
 
@@ -63,14 +64,7 @@ struct DecodeGemvArgs {
   const float* next_norm_weight = nullptr;
   float* next_normed = nullptr;
   float* next_sumsq = nullptr;
-  // kRopeKv
-  const int32_t* positions = nullptr;
-  const float* cos = nullptr;
-  const float* sin = nullptr;
-  int table_rows = 0, head_dim = 0, q_rows = 0, kv_rows = 0, context = 0;
-  void* k_cache = nullptr;
-  void* v_cache = nullptr;
-  DataType cache_dtype = DataType::kFP32;
+  RopeKvArgs rope;  // kRopeKv
 };
 
 // Internal linkage: without relocatable device code every translation unit that includes this
@@ -292,45 +286,6 @@ __device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int warp, int
   }
 }
 
-template <typename T>
-__device__ __forceinline__ void store_cache(void* cache, int64_t i, float v) {
-  static_cast<T*>(cache)[i] = from_float<T>(v);
-}
-__device__ __forceinline__ void store_cache(const DecodeGemvArgs& a, void* cache, int64_t i, float v) {
-  switch (a.cache_dtype) {
-    case DataType::kFP16: store_cache<__half>(cache, i, v); break;
-    case DataType::kBF16: store_cache<__nv_bfloat16>(cache, i, v); break;
-    default: store_cache<float>(cache, i, v); break;
-  }
-}
-
-// kRopeKv for the pair of rows (row, row + 1): q rows are rotated and written to out, k rows
-// rotated and v rows copied into row positions[0] of the caches. q_rows and kv_rows are
-// multiples of head_dim, so a pair never straddles two regions or two heads. A position outside
-// the rope tables leaves the pair unrotated; one outside the cache is not stored (as the
-// unfused rope and kv_store kernels do).
-__device__ __forceinline__ void rope_kv_pair(const DecodeGemvArgs& a, int row, float y0, float y1) {
-  const int pos = a.positions[0];
-  const bool is_v = row >= a.q_rows + a.kv_rows;
-  const int region_row = row < a.q_rows ? row : row - a.q_rows - (is_v ? a.kv_rows : 0);
-  if (!is_v && pos >= 0 && pos < a.table_rows) {
-    const int64_t freq = static_cast<int64_t>(pos) * (a.head_dim / 2) + (region_row % a.head_dim) / 2;
-    const float c = a.cos[freq], s = a.sin[freq];
-    const float r0 = y0 * c - y1 * s, r1 = y0 * s + y1 * c;
-    y0 = r0;
-    y1 = r1;
-  }
-  if (row < a.q_rows) {
-    a.out[row] = y0;
-    a.out[row + 1] = y1;
-  } else if (pos >= 0 && pos < a.context) {
-    void* cache = is_v ? a.v_cache : a.k_cache;
-    const int64_t at = static_cast<int64_t>(pos) * a.kv_rows + region_row;
-    store_cache(a, cache, at, y0);
-    store_cache(a, cache, at + 1, y1);
-  }
-}
-
 // out += y; with a next norm, also out · g and the sums of squares of out over runs of
 // kDecodeSumsqRun rows (a block holds whole runs: its rows are consecutive and a multiple of 8).
 template <int kRows>
@@ -417,7 +372,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_gemv_kernel(const De
     if (lane == 0) {
 #pragma unroll
       for (int j = 0; j < kRows; j += 2) {
-        if (valid[j + 1]) rope_kv_pair(a, row[j], y[j], y[j + 1]);
+        if (valid[j + 1]) rope_kv_pair(a.rope, a.rope.positions[0], row[j], y[j], y[j + 1], a.out);
       }
     }
   }
