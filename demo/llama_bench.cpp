@@ -4,6 +4,7 @@
 //   llama_bench --shape 768,2048,12,12,12,32000 # a random-weight model built in memory
 //   llama_bench --shape llama2-7b --device cuda --contexts 128,1024,4096
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -33,16 +34,23 @@ const std::map<std::string, std::vector<int>>& shape_presets() {
   return presets;
 }
 
-StatusOr<LlamaConfig> parse_shape(const std::string& text, int max_context) {
-  std::vector<int> v;
-  if (auto it = shape_presets().find(text); it != shape_presets().end()) {
-    v = it->second;
-  } else {
-    std::stringstream in(text);
-    for (std::string item; std::getline(in, item, ',');) {
-      try { v.push_back(std::stoi(item)); } catch (...) { v.clear(); break; }
-    }
+// Comma-separated non-negative integers, each written out in full ("12x" is refused); empty
+// when the text is not such a list.
+std::vector<int> parse_int_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    int value = -1;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (error != std::errc() || end != item.data() + item.size() || value < 0) return {};
+    out.push_back(value);
   }
+  return out;
+}
+
+StatusOr<LlamaConfig> parse_shape(const std::string& text, int max_context) {
+  const auto preset = shape_presets().find(text);
+  const std::vector<int> v = preset != shape_presets().end() ? preset->second : parse_int_list(text);
   if (v.size() != 6) {
     return invalid_argument("--shape takes dim,hidden,layers,heads,kv_heads,vocab or a preset "
                             "(cpu-medium, llama2-7b, llama3-8b), got '" + text + "'");
@@ -93,13 +101,6 @@ HostBandwidth measure_host_bandwidth() {
   return bw;
 }
 
-std::vector<int> parse_int_list(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
-
 }  // namespace
 }  // namespace kuiper
 
@@ -119,9 +120,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "measurements per figure (the median is reported)")->check(CLI::PositiveNumber);
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
-  std::vector<int> fill_levels;
-  try { fill_levels = parse_int_list(contexts); } catch (...) {
-    return cli::fail("llama_bench", invalid_argument("--contexts takes numbers like 128,1024"));
+  const std::vector<int> fill_levels = parse_int_list(contexts);
+  if (fill_levels.empty()) {
+    return cli::fail("llama_bench", invalid_argument("--contexts takes cache fill levels like 128,1024, got '" +
+                                                     contexts + "'"));
   }
   const int needed = std::max(prompt_tokens, *std::max_element(fill_levels.begin(), fill_levels.end()) + decode_tokens);
 

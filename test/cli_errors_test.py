@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Bad input to llama_infer ends with one clear line on stderr and a non-zero exit code —
-never a crash, a hang or garbage. Usage: cli_errors_test.py PATH/TO/llama_infer"""
+"""Bad input to llama_infer (and llama_bench, when given) ends with one clear line on stderr and
+a non-zero exit code — never a crash, a hang or garbage.
+Usage: cli_errors_test.py PATH/TO/llama_infer [PATH/TO/llama_bench]"""
 import os
 import subprocess
 import sys
@@ -47,10 +48,21 @@ def main():
     ]
     if os.path.exists(LLAMA2_TOKENIZER):
         cases.append(("tokenizer of another model", ["-t", LLAMA2_TOKENIZER], "32000"))
+    runs = [(tool, args + ["-n", "4"] if "-n" not in args else args, name, phrase)
+            for name, args, phrase in cases]
+    if len(sys.argv) > 2:
+        bench = sys.argv[2]
+        for name, args, phrase in [
+            ("bench: empty --contexts", ["--contexts", ""], "contexts"),
+            ("bench: --contexts with junk", ["--contexts", "128,12x"], "12x"),
+            ("bench: negative context", ["--contexts", "-5"], "-5"),
+            ("bench: --shape with junk", ["--shape", "64,x,2,4,4,100"], "shape"),
+        ]:
+            runs.append((bench, args, name, phrase))
 
     failures = 0
-    for name, args, phrase in cases:
-        r = run(tool, args + ["-n", "4"] if "-n" not in args else args)
+    for program, args, name, phrase in runs:
+        r = run(program, args)
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         problems = []
         if r.returncode <= 0:
@@ -72,7 +84,7 @@ def main():
         failures += 1
     else:
         print("[ok] default story runs")
-    print(f"{len(cases) + 1 - failures} passed, {failures} failed")
+    print(f"{len(runs) + 1 - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
