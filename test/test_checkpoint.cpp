@@ -15,16 +15,6 @@ namespace {
 
 const std::string kStoriesModel = "models/stories260K/stories260K.bin";
 
-std::vector<char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 void append_fp32(std::vector<char>& out, const Tensor& t) {
   const char* p = static_cast<const char*>(t.raw_data());
   out.insert(out.end(), p, p + t.nbytes());
@@ -110,7 +100,7 @@ TEST(Checkpoint, UnsharedClassifierInBothLayouts) {
   c.vocab_size = 77; c.max_seq_len = 32; c.shared_classifier = false;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint random, make_random_checkpoint(c, 3));
   const std::string dir = test::scratch_dir("unshared");
-  write_file(dir + "/v0.bin", make_v0_file(random));
+  test::write_bytes(dir + "/v0.bin", make_v0_file(random));
   KUIPER_ASSERT_OK(save_llama2c_v1(random, dir + "/v1.bin"));
   const std::vector<int32_t> ids = {1, 5, 70, 3};
   const auto expected = logits_of(random, ids);
@@ -123,20 +113,20 @@ TEST(Checkpoint, UnsharedClassifierInBothLayouts) {
 
 TEST(Checkpoint, RefusesTruncatedAndPaddedFiles) {
   const std::string dir = test::scratch_dir("truncated");
-  const auto good = read_file(test::source_path(kStoriesModel));
-  write_file(dir + "/short.bin", std::vector<char>(good.begin(), good.end() - 100));
+  const auto good = test::read_bytes(test::source_path(kStoriesModel));
+  test::write_bytes(dir + "/short.bin", std::vector<char>(good.begin(), good.end() - 100));
   expect_refused(dir + "/short.bin", "short.bin");
-  write_file(dir + "/header_only.bin", std::vector<char>(good.begin(), good.begin() + 20));
+  test::write_bytes(dir + "/header_only.bin", std::vector<char>(good.begin(), good.begin() + 20));
   expect_refused(dir + "/header_only.bin", "header_only.bin");
   auto padded = good;
   padded.resize(padded.size() + 8, 0);
-  write_file(dir + "/padded.bin", padded);
+  test::write_bytes(dir + "/padded.bin", padded);
   expect_refused(dir + "/padded.bin", "padded.bin");
 
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint v0, load_checkpoint(test::source_path(kStoriesModel)));
   KUIPER_ASSERT_OK(save_llama2c_v1(v0, dir + "/v1.bin"));
-  const auto v1 = read_file(dir + "/v1.bin");
-  write_file(dir + "/v1_short.bin", std::vector<char>(v1.begin(), v1.end() - 4));
+  const auto v1 = test::read_bytes(dir + "/v1.bin");
+  test::write_bytes(dir + "/v1_short.bin", std::vector<char>(v1.begin(), v1.end() - 4));
   expect_refused(dir + "/v1_short.bin", "implies");
 }
 
@@ -144,37 +134,37 @@ TEST(Checkpoint, RefusesCorruptHeaders) {
   const std::string dir = test::scratch_dir("corrupt");
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint v0, load_checkpoint(test::source_path(kStoriesModel)));
   KUIPER_ASSERT_OK(save_llama2c_v1(v0, dir + "/v1.bin"));
-  const auto v1 = read_file(dir + "/v1.bin");
+  const auto v1 = test::read_bytes(dir + "/v1.bin");
 
   auto bad_version = v1;
   bad_version[4] = 7;
-  write_file(dir + "/version.bin", bad_version);
+  test::write_bytes(dir + "/version.bin", bad_version);
   expect_refused(dir + "/version.bin", "version.bin");
 
   auto heads = v1;
   const int32_t seven_heads = 7;  // 64 is not divisible by 7
   std::memcpy(heads.data() + 8 + 3 * 4, &seven_heads, 4);
-  write_file(dir + "/heads.bin", heads);
+  test::write_bytes(dir + "/heads.bin", heads);
   expect_refused(dir + "/heads.bin", "divisible");
 
   auto negative = v1;
   const int32_t minus = -64;
   std::memcpy(negative.data() + 8, &minus, 4);
-  write_file(dir + "/negative.bin", negative);
+  test::write_bytes(dir + "/negative.bin", negative);
   expect_refused(dir + "/negative.bin", "positive");
 
   auto bad_flag = v1;
   bad_flag[8 + 7 * 4] = 9;
-  write_file(dir + "/flag.bin", bad_flag);
+  test::write_bytes(dir + "/flag.bin", bad_flag);
   expect_refused(dir + "/flag.bin", "flag");
 }
 
 TEST(Checkpoint, RefusesFilesThatAreNotCheckpoints) {
   const std::string dir = test::scratch_dir("not_checkpoints");
   expect_refused(dir + "/missing.bin", "no such file");
-  write_file(dir + "/empty.bin", {});
+  test::write_bytes(dir + "/empty.bin", {});
   expect_refused(dir + "/empty.bin", "empty");
-  write_file(dir + "/text.bin", std::vector<char>(1000, 'x'));
+  test::write_bytes(dir + "/text.bin", std::vector<char>(1000, 'x'));
   expect_refused(dir + "/text.bin", "not a checkpoint format");
   // A tokenizer is a real file of the wrong kind.
   expect_refused(test::source_path("models/stories260K/tok512.model"), "not a checkpoint format");

@@ -24,6 +24,9 @@
 namespace kuiper {
 namespace {
 
+using test::read_bytes;
+using test::write_bytes;
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using test::relative_error;
@@ -31,16 +34,6 @@ using test::relative_error;
 const std::string kLlama2 = "test/data/hf/llama2_tiny";
 const std::string kLlama2Sharded = "test/data/hf/llama2_tiny_sharded";
 const std::string kLlama3 = "test/data/hf/llama3_tiny";
-
-std::vector<char> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 json read_json(const std::string& path) { return json::parse(read_bytes(path)); }
 

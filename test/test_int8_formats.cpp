@@ -17,6 +17,9 @@
 namespace kuiper {
 namespace {
 
+using test::read_bytes;
+using test::write_bytes;
+
 LlamaConfig small_config(bool shared) {
   LlamaConfig c;
   c.dim = 64;
@@ -36,16 +39,6 @@ Checkpoint quantized_random(bool shared, int group_size) {
   auto q = convert_checkpoint(*fp32, {DataType::kINT8, group_size});
   CHECK(q.ok()) << q.status().to_string();
   return std::move(q).value();
-}
-
-std::vector<char> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 template <typename T>

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace kuiper::test {
 
@@ -29,6 +31,16 @@ Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo, float hi) 
   float* p = t->data<float>();
   for (int64_t i = 0; i < t->numel(); ++i) p[i] = dist(rng);
   return std::move(t).value();
+}
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<float> to_host(const Tensor& t) {

@@ -19,6 +19,11 @@ std::string source_path(const std::string& relative);
 // running test.
 std::string scratch_dir(const std::string& name);
 
+// The whole of a file (empty when it cannot be read), and a file written whole: for tests that
+// corrupt, truncate or assemble files byte by byte.
+std::vector<char> read_bytes(const std::string& path);
+void write_bytes(const std::string& path, const std::vector<char>& bytes);
+
 // fp32 CPU tensor with values uniform in [lo, hi).
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
 
