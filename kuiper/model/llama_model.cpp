@@ -79,11 +79,11 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
     KUIPER_ASSIGN_OR_RETURN(stream_, create_stream(device_));
     use_graph_ = options.use_cuda_graph;
   }
-  // Stacking copies the weights, which the GPU needs anyway; on the CPU fp32 weights stay
-  // zero-copy views of the mapped file, and the CPU has no fused decode kernels.
+  // Where the device's table has the fused kernels (CUDA), the weights are stacked for them:
+  // a copy, which the GPU needs anyway. The CPU table has none, so its fp32 weights stay
+  // zero-copy views of the mapped file.
   const op::KernelTable& table = op::kernel_table(device_);
-  fused_ = device_ == DeviceType::kCUDA && table.decode_gemv[static_cast<int>(weight_dtype_)] != nullptr &&
-           table.rope_kv_store != nullptr;
+  fused_ = table.decode_gemv[static_cast<int>(weight_dtype_)] != nullptr && table.rope_kv_store != nullptr;
 
   const LlamaWeights& w = checkpoint.weights;
   Allocator& alloc = *allocator_;
