@@ -3,12 +3,11 @@
 #include <cmath>
 
 #include "kuiper/model/checkpoint.h"
+#include "kuiper/model/llama2c_header.h"
 
 namespace kuiper {
 namespace {
 
-constexpr uint32_t kLlama2cMagic = 0x616b3432;  // "ak42"
-constexpr size_t kV1HeaderBytes = 256;
 
 struct Llama2cHeader {
   int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, max_seq_len;
@@ -153,18 +152,10 @@ StatusOr<Checkpoint> load_v0(std::shared_ptr<MappedFile> file) {
 }
 
 // ---- v1 ------------------------------------------------------------------------------------
-// Header (256 bytes): magic, int32 version = 1, 7 int32 dims, uint8 shared_classifier, zero
-// padding. Weights: attention norms, ffn norms, final norm, embedding, wq, wk, wv, wo, w1, w2,
+// Header: llama2c_header.h, version 1. Weights: attention norms, ffn norms, final norm, embedding, wq, wk, wv, wo, w1, w2,
 // w3, then the classifier if unshared.
 
-bool detect_v1(const std::shared_ptr<MappedFile>& file) {
-  if (file->size() < 8) return false;
-  uint32_t magic;
-  int32_t version;
-  std::memcpy(&magic, file->data(), 4);
-  std::memcpy(&version, file->data() + 4, 4);
-  return magic == kLlama2cMagic && version == 1;
-}
+bool detect_v1(const std::shared_ptr<MappedFile>& file) { return has_llama2c_header(*file, 1); }
 
 StatusOr<Checkpoint> load_v1(std::shared_ptr<MappedFile> file) {
   FileCursor cursor(file);
@@ -179,8 +170,8 @@ StatusOr<Checkpoint> load_v1(std::shared_ptr<MappedFile> file) {
   KUIPER_ASSIGN_OR_RETURN(uint8_t shared, cursor.read<uint8_t>("shared classifier flag"));
   if (shared > 1) return invalid_format(file->path() + ": shared-classifier flag is " + std::to_string(shared));
   KUIPER_ASSIGN_OR_RETURN(LlamaConfig c, config_from(h, shared == 1, file->path()));
-  KUIPER_RETURN_IF_ERROR(expect_size(*file, kV1HeaderBytes + weight_floats(c) * sizeof(float), c));
-  KUIPER_RETURN_IF_ERROR(cursor.seek(kV1HeaderBytes));
+  KUIPER_RETURN_IF_ERROR(expect_size(*file, kLlama2cHeaderBytes + weight_floats(c) * sizeof(float), c));
+  KUIPER_RETURN_IF_ERROR(cursor.seek(kLlama2cHeaderBytes));
 
   Checkpoint ckpt{c, {}, "llama2.c v1 (fp32)", file->path()};
   LlamaWeights& w = ckpt.weights;

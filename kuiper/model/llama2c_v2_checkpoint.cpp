@@ -5,23 +5,13 @@
 // scales of the token embedding, wq (all layers), wk, wv, wo, w1, w2, w3 and, if not shared,
 // the classifier.
 #include "kuiper/model/int8_file_layout.h"
+#include "kuiper/model/llama2c_header.h"
 #include "kuiper/model/quantized_formats.h"
 
 namespace kuiper {
 namespace {
 
-constexpr uint32_t kMagic = 0x616b3432;  // "ak42"
-constexpr int32_t kVersion = 2;
-constexpr size_t kHeaderBytes = 256;
-
-bool detect_v2(const std::shared_ptr<MappedFile>& file) {
-  if (file->size() < 8) return false;
-  uint32_t magic;
-  int32_t version;
-  std::memcpy(&magic, file->data(), 4);
-  std::memcpy(&version, file->data() + 4, 4);
-  return magic == kMagic && version == kVersion;
-}
+bool detect_v2(const std::shared_ptr<MappedFile>& file) { return has_llama2c_header(*file, 2); }
 
 StatusOr<Checkpoint> load_v2(std::shared_ptr<MappedFile> file) {
   const std::string& path = file->path();
@@ -39,12 +29,12 @@ StatusOr<Checkpoint> load_v2(std::shared_ptr<MappedFile> file) {
                           " does not divide the matrices of " + c.summary());
   }
   const size_t norms = (2 * size_t(c.n_layers) + 1) * c.dim * sizeof(float);
-  if (file->size() != kHeaderBytes + norms + matrices) {
+  if (file->size() != kLlama2cHeaderBytes + norms + matrices) {
     return invalid_format(path + ": file is " + std::to_string(file->size()) + " bytes but its header (" +
                           c.summary() + ", int8 groups of " + std::to_string(group_size) +
-                          ") implies " + std::to_string(kHeaderBytes + norms + matrices));
+                          ") implies " + std::to_string(kLlama2cHeaderBytes + norms + matrices));
   }
-  KUIPER_RETURN_IF_ERROR(cursor.seek(kHeaderBytes));
+  KUIPER_RETURN_IF_ERROR(cursor.seek(kLlama2cHeaderBytes));
 
   Checkpoint ckpt{c, {}, "llama2.c v2 (int8, groups of " + std::to_string(group_size) + ")", path};
   LlamaWeights& w = ckpt.weights;

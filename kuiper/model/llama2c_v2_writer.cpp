@@ -3,15 +3,13 @@
 #include <vector>
 
 #include "kuiper/model/checkpoint_tensors.h"
+#include "kuiper/model/llama2c_header.h"
 #include "kuiper/base/partial_file.h"
 #include "kuiper/op/int8_weight.h"
 
 namespace kuiper {
 namespace {
 
-constexpr uint32_t kMagic = 0x616b3432;  // "ak42"
-constexpr int32_t kVersion = 2;
-constexpr size_t kHeaderBytes = 256;
 
 // The group size every matrix shares, or why the checkpoint cannot be a v2 file.
 StatusOr<int> common_group_size(Checkpoint& ckpt) {
@@ -31,17 +29,6 @@ StatusOr<int> common_group_size(Checkpoint& ckpt) {
   }
   KUIPER_RETURN_IF_ERROR(check_llama2c_v2_group_size(ckpt.config, group_size));
   return group_size;
-}
-
-std::vector<uint8_t> make_header(const LlamaConfig& c, int32_t group_size) {
-  std::vector<uint8_t> header(kHeaderBytes, 0);
-  const int32_t fields[] = {kVersion, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-                            c.vocab_size, c.max_seq_len};
-  std::memcpy(header.data(), &kMagic, 4);
-  std::memcpy(header.data() + 4, fields, sizeof(fields));
-  header[36] = c.shared_classifier ? 1 : 0;
-  std::memcpy(header.data() + 37, &group_size, 4);  // packed, as Python's struct writes it
-  return header;
 }
 
 Status write_tensor(PartialFile& out, const Tensor& t) {
@@ -68,7 +55,7 @@ Status save_llama2c_v2(const Checkpoint& checkpoint, const std::string& path) {
   Checkpoint ckpt = checkpoint;  // views only; named_matrices needs a mutable one
   KUIPER_ASSIGN_OR_RETURN(int group_size, common_group_size(ckpt));
   KUIPER_ASSIGN_OR_RETURN(std::unique_ptr<PartialFile> out, PartialFile::create(path));
-  const std::vector<uint8_t> header = make_header(ckpt.config, group_size);
+  const std::vector<uint8_t> header = make_llama2c_header(ckpt.config, 2, group_size);
   KUIPER_RETURN_IF_ERROR(out->write(header.data(), header.size()));
   // named_norms lists each layer's two norms together; v2 wants all attention norms first.
   for (const LlamaLayerWeights& l : ckpt.weights.layers) KUIPER_RETURN_IF_ERROR(write_tensor(*out, l.attention_norm));

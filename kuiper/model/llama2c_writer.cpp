@@ -1,9 +1,9 @@
 #include "kuiper/model/llama2c_writer.h"
 
-#include <cstring>
 #include <vector>
 
 #include "kuiper/base/partial_file.h"
+#include "kuiper/model/llama2c_header.h"
 #include "kuiper/model/weight_convert.h"
 
 namespace kuiper {
@@ -25,12 +25,7 @@ Status write_body(PartialFile& out, const Checkpoint& ckpt) {
       if ((l.*member).is_quantized()) return unsupported("llama2.c v1 files hold float weights, not int8");
     }
   }
-  std::vector<uint8_t> header(256, 0);
-  const uint32_t magic = 0x616b3432;
-  const int32_t fields[] = {1, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len};
-  std::memcpy(header.data(), &magic, 4);
-  std::memcpy(header.data() + 4, fields, sizeof(fields));
-  header[4 + sizeof(fields)] = c.shared_classifier ? 1 : 0;
+  const std::vector<uint8_t> header = make_llama2c_header(c, 1);
   KUIPER_RETURN_IF_ERROR(out.write(header.data(), header.size()));
 
   for (const LlamaLayerWeights& l : w.layers) KUIPER_RETURN_IF_ERROR(write_fp32(out, l.attention_norm));
