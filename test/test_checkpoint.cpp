@@ -44,14 +44,6 @@ std::vector<char> make_v0_file(const Checkpoint& ckpt) {
   return out;
 }
 
-std::vector<float> logits_of(const Checkpoint& ckpt, const std::vector<int32_t>& ids) {
-  auto model = LlamaModel::create(ckpt, {});
-  CHECK(model.ok()) << model.status().to_string();
-  auto logits = (*model)->forward(ids, 0);
-  CHECK(logits.ok()) << logits.status().to_string();
-  return std::vector<float>(logits->data<float>(), logits->data<float>() + logits->numel());
-}
-
 void expect_refused(const std::string& path, const std::string& message_part) {
   auto ckpt = load_checkpoint(path);
   ASSERT_FALSE(ckpt.ok()) << path << " was accepted";
@@ -91,7 +83,7 @@ TEST(Checkpoint, V1RoundTripGivesIdenticalWeightsAndLogits) {
     EXPECT_TRUE(same(v1.weights.layers[l].ffn_norm, v0.weights.layers[l].ffn_norm));
   }
   const std::vector<int32_t> ids = {1, 403, 407, 261};
-  EXPECT_EQ(logits_of(v1, ids), logits_of(v0, ids));
+  EXPECT_EQ(test::last_logits(v1, ids), test::last_logits(v0, ids));
 }
 
 TEST(Checkpoint, UnsharedClassifierInBothLayouts) {
@@ -103,11 +95,11 @@ TEST(Checkpoint, UnsharedClassifierInBothLayouts) {
   test::write_bytes(dir + "/v0.bin", make_v0_file(random));
   KUIPER_ASSERT_OK(save_llama2c_v1(random, dir + "/v1.bin"));
   const std::vector<int32_t> ids = {1, 5, 70, 3};
-  const auto expected = logits_of(random, ids);
+  const auto expected = test::last_logits(random, ids);
   for (const char* name : {"/v0.bin", "/v1.bin"}) {
     KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint loaded, load_checkpoint(dir + name));
     EXPECT_FALSE(loaded.config.shared_classifier) << name;
-    EXPECT_EQ(logits_of(loaded, ids), expected) << name;
+    EXPECT_EQ(test::last_logits(loaded, ids), expected) << name;
   }
 }
 

@@ -26,6 +26,7 @@ namespace {
 
 using test::read_bytes;
 using test::write_bytes;
+using test::last_logits;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -90,14 +91,6 @@ std::vector<int32_t> greedy_tokens(const Checkpoint& ckpt, const std::vector<int
     logits = (*model)->forward(one, static_cast<int>(prompt.size() + i));
   }
   return out;
-}
-
-std::vector<float> last_logits(const Checkpoint& ckpt, const std::vector<int32_t>& ids) {
-  auto model = LlamaModel::create(ckpt, {});
-  CHECK(model.ok()) << model.status().to_string();
-  auto logits = (*model)->forward(ids, 0);
-  CHECK(logits.ok()) << logits.status().to_string();
-  return std::vector<float>(logits->data<float>(), logits->data<float>() + logits->numel());
 }
 
 Checkpoint load_or_die(const std::string& path) {

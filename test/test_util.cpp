@@ -5,6 +5,10 @@
 #include <fstream>
 #include <iterator>
 
+#include <glog/logging.h>
+
+#include "kuiper/model/llama_model.h"
+
 namespace kuiper::test {
 
 std::string source_path(const std::string& relative) {
@@ -41,6 +45,14 @@ std::vector<char> read_bytes(const std::string& path) {
 void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<float> last_logits(const Checkpoint& ckpt, const std::vector<int32_t>& ids) {
+  auto model = LlamaModel::create(ckpt, {});
+  CHECK(model.ok()) << model.status().to_string();
+  auto logits = (*model)->forward(ids, 0);
+  CHECK(logits.ok()) << logits.status().to_string();
+  return std::vector<float>(logits->data<float>(), logits->data<float>() + logits->numel());
 }
 
 std::vector<float> to_host(const Tensor& t) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kuiper/model/checkpoint.h"
 #include "kuiper/op/weight.h"
 #include "kuiper/tensor/tensor.h"
 
@@ -23,6 +24,10 @@ std::string scratch_dir(const std::string& name);
 // corrupt, truncate or assemble files byte by byte.
 std::vector<char> read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::vector<char>& bytes);
+
+// The logits after the last of `ids`, from a fresh default (CPU) model of `ckpt`: for checking
+// that two ways of loading a model give the same one.
+std::vector<float> last_logits(const Checkpoint& ckpt, const std::vector<int32_t>& ids);
 
 // fp32 CPU tensor with values uniform in [lo, hi).
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
