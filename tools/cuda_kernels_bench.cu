@@ -249,15 +249,16 @@ int main(int argc, char** argv) {
     }
     if (s.dtype == DataType::kBF16) {
       using B = __nv_bfloat16;
-      using Rows = op::cuda::DenseChunks<B>;
-      using Paired = op::cuda::DenseChunks<B, 8, 2>;
+      using op::cuda::DenseChunks;
+      using Rows = DenseChunks<B, 4>;
+      using Paired = DenseChunks<B, 2, 2>;
       using E = op::GemvEpilogue;
-      for (auto [label, t] : {std::pair{"  burst 8", gemv_variant_us<op::cuda::DenseChunks<B, 8>>(ws, x, y)},
-                              std::pair{"  burst 24", gemv_variant_us<op::cuda::DenseChunks<B, 24>>(ws, x, y)},
+      for (auto [label, t] : {std::pair{"  1 row x 2", gemv_variant_us<DenseChunks<B, 2>>(ws, x, y)},
+                              std::pair{"  1 row x 8", gemv_variant_us<DenseChunks<B, 8>>(ws, x, y)},
+                              std::pair{"  2 rows x 2", gemv_variant_us<Paired>(ws, x, y)},
+                              std::pair{"  2 rows x 4", gemv_variant_us<DenseChunks<B, 4, 2>>(ws, x, y)},
                               std::pair{"  norm+store", gemv_variant_us<Rows, E::kStore, true>(ws, x, y)},
                               std::pair{"  accumulate+norm", gemv_variant_us<Rows, E::kAccumulate, false>(ws, x, y)},
-                              std::pair{"  2 rows x 8", gemv_variant_us<Paired>(ws, x, y)},
-                              std::pair{"  2 rows x 8 accumulate+norm", gemv_variant_us<Paired, E::kAccumulate, false>(ws, x, y)},
                               std::pair{"  norm+swiglu", gemv_variant_us<Paired, E::kSwiglu, true>(ws, x, y)}}) {
         rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
       }
@@ -280,8 +281,11 @@ int main(int argc, char** argv) {
     const double moved = bytes + 4.0 * (r + c);
     const std::string name = "gemv int8 " + std::to_string(r) + "x" + std::to_string(c);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
-    for (auto [label, t] : {std::pair{"  4 rows x 4", gemv_variant_us<op::cuda::Int8Chunks<4, 4>>(ws, x, y)},
-                            std::pair{"  2 rows x 8", gemv_variant_us<op::cuda::Int8Chunks<2, 8>>(ws, x, y)}}) {
+    using op::cuda::Int8Chunks;
+    for (auto [label, t] : {std::pair{"  2 rows x 2", gemv_variant_us<Int8Chunks<2, 2>>(ws, x, y)},
+                            std::pair{"  2 rows x 4", gemv_variant_us<Int8Chunks<2, 4>>(ws, x, y)},
+                            std::pair{"  4 rows x 1", gemv_variant_us<Int8Chunks<4, 1>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, 3 blocks", gemv_variant_us<Int8Chunks<4, 1, 3>>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
   }

@@ -12,34 +12,19 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Below this many rows, reading two rows per warp (sharing each x load, half the warps) beats
-// one: on an H200, 4096x4096 bf16 65% -> 69% of copy bandwidth, 4096x11008 69% -> 77%; on
-// taller matrices one row per warp with a deeper burst wins (11008x4096 91% against 83%).
-// int8 likewise: 2 rows x 8 loads against 4 x 4, 4096x4096 40% -> 47%, 4096x11008 44% -> 52%,
-// but 32000x4096 84% -> 70%.
-constexpr int kPairedRowsUpTo = 8192;
-
-// Rows is how rows are read one per warp, Paired two (or more) per warp: what swiglu and rope,
-// which combine pairs of rows, need, and what short matrices prefer.
+// Plain and accumulating GEMVs read rows with Rows; swiglu and rope, which combine pairs of
+// rows, with Paired (two or more rows per warp).
 template <typename Rows, typename Paired>
 Status launch_rows(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
-  const bool norm = a.in_sumsq != nullptr, paired = a.rows <= kPairedRowsUpTo;
+  const bool norm = a.in_sumsq != nullptr;
   cudaError_t e = cudaErrorNotSupported;
   switch (epilogue) {
     case GemvEpilogue::kStore:
-      if (paired) {
-        e = norm ? launch_decode_gemv<Paired, GemvEpilogue::kStore, true>(a, stream)
-                 : launch_decode_gemv<Paired, GemvEpilogue::kStore, false>(a, stream);
-      } else {
-        e = norm ? launch_decode_gemv<Rows, GemvEpilogue::kStore, true>(a, stream)
-                 : launch_decode_gemv<Rows, GemvEpilogue::kStore, false>(a, stream);
-      }
+      e = norm ? launch_decode_gemv<Rows, GemvEpilogue::kStore, true>(a, stream)
+               : launch_decode_gemv<Rows, GemvEpilogue::kStore, false>(a, stream);
       break;
     case GemvEpilogue::kAccumulate:
-      if (!norm) {
-        e = paired ? launch_decode_gemv<Paired, GemvEpilogue::kAccumulate, false>(a, stream)
-                   : launch_decode_gemv<Rows, GemvEpilogue::kAccumulate, false>(a, stream);
-      }
+      if (!norm) e = launch_decode_gemv<Rows, GemvEpilogue::kAccumulate, false>(a, stream);
       break;
     case GemvEpilogue::kSwiglu:
       if (norm) e = launch_decode_gemv<Paired, GemvEpilogue::kSwiglu, true>(a, stream);
@@ -57,6 +42,14 @@ Status launch_rows(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t 
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("decode_gemv");
   return ok_status();
 }
+
+// int8 rows per warp: two rows (sharing each x load) up to this many rows, four above, where
+// the grid has waves enough for the four-row warps and ptxas is held to three blocks per
+// multiprocessor (its 80 registers spill 8 bytes). On an H200, % of copy bandwidth:
+// 4096x4096 2x2 50% (4x1 44%), 4096x11008 2x2 59% (4x1 49%), 11008x4096 4x1 with three
+// blocks 75% (two blocks 60%, 2x2 53%), 32000x4096 4x1 82-84% (2x2 60%). LLaMA-2-7B int8
+// decode at context 128: 346 -> 372 tokens/s with the three-block 4x1 for the tall matrices.
+constexpr int kInt8PairedRowsUpTo = 8192;
 
 // log2(g) when g is a power of two ≥ 16, else -1.
 int chunk_group_shift(int g) {
@@ -148,17 +141,17 @@ Status decode_gemv(const DecodeGemv& gemv, Stream stream) {
   const DataType dtype = gemv.weight->dtype();
   if (dtype == DataType::kINT8) {
     if (inputs_aligned && a.cols % 16 == 0 && a.group_shift >= 0) {
-      // Both shapes hold whole row pairs, so each serves every epilogue.
-      return a.rows <= kPairedRowsUpTo
-                 ? launch_rows<Int8Chunks<2, 8>, Int8Chunks<2, 8>>(a, gemv.epilogue, s)
-                 : launch_rows<Int8Chunks<4, 4>, Int8Chunks<4, 4>>(a, gemv.epilogue, s);
+      using Short = Int8Chunks<2, 2>;
+      using Tall = Int8Chunks<4, 1, 3>;
+      return a.rows <= kInt8PairedRowsUpTo ? launch_rows<Short, Short>(a, gemv.epilogue, s)
+                                           : launch_rows<Tall, Tall>(a, gemv.epilogue, s);
     }
     return launch_rows<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, gemv.epilogue, s);
   }
   return dispatch_float_type(dtype, [&](auto zero) {
     using T = decltype(zero);
     if (inputs_aligned && a.cols % DenseChunks<T>::kElems == 0) {
-      return launch_rows<DenseChunks<T>, DenseChunks<T, 8, 2>>(a, gemv.epilogue, s);
+      return launch_rows<DenseChunks<T, 4>, DenseChunks<T, 2, 2>>(a, gemv.epilogue, s);
     }
     return launch_rows<ScalarRows<T>, ScalarRows<T, 2>>(a, gemv.epilogue, s);
   });

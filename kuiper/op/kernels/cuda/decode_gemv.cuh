@@ -1,22 +1,26 @@
 // The decode-time GEMV, y = W · x for one token, with the norm before it and an epilogue after
 // it fused in (kernel_table.h, DecodeGemv). Decode is bound by reading W once from HBM, so the
-// kernel is built around that: 16-byte loads coalesced across the warp, a burst of them per
-// lane issued before the first is used, weights read past L1 (__ldcs) so that x stays cached
-// there, fp32 sums reduced with warp shuffles. Many short-lived blocks: the scheduler starts a
-// new one as soon as one finishes.
+// kernel is built around that: 16-byte loads coalesced across the warp, weights read past L1
+// (__ldcs) so that x stays cached there, fp32 sums reduced with warp shuffles, and every warp
+// keeping two short bursts of loads in flight: it multiplies one while the next arrives, and
+// asks for the one after as soon as a buffer is free. Warps that issued one long burst, waited
+// and multiplied (the design before) all waited and then all multiplied at once, leaving HBM
+// idle in between; on an H200, % of copy bandwidth, bf16 4096x4096 / 4096x11008 / 11008x4096:
+// 2 rows x 8 loads 67 / 75 / 82%, 1 row x 4 loads twice in flight 75 / 94 / 91%.
 //
 // How rows are read is a policy (one type per storage layout), the rest is shared:
-//  - DenseChunks<T, burst, rows>: fp32/fp16/bf16, 1 row x 16 loads per lane (8 KB per warp,
-//    about what the register file holds per multiprocessor) or 2 rows x 8 sharing each x load.
-//    Measured on an H200, % of copy bandwidth: 1x16 65-91% on 4096-wide matrices, 100% on
-//    32000 rows; bursts of 8 or 24 rows: 10-30% worse. Two persistent designs that stream each
-//    warp's rows without pause (double-buffered registers; a cp.async shared-memory ring)
-//    reached only 45-65%.
-//  - Int8Chunks<rows, burst>: int8 weights with fp32 group scales. A 16-byte load holds 16
-//    weights, which need 64 bytes of x; with one row per warp the x traffic through L1 (4x the
-//    weights) was the limit (22-42%), so a warp serves several rows and reads each x chunk once
-//    for all of them. Bytes are widened without the int-to-float unit: b + 128 is placed in the
-//    mantissa of 2^23 (one byte permute) and 2^23 + 128 subtracted.
+//  - DenseChunks<T, burst, rows>: fp32/fp16/bf16. 1 row x 4 loads for plain and accumulating
+//    GEMVs; swiglu and rope pair rows inside a warp, 2 rows x 2 loads (norm-fed swiglu on the
+//    shapes above: 73-86%; 2 x 4: 66-77%). Deeper bursts, or registers capped so that 3 or 4
+//    blocks fit a multiprocessor, measured slower.
+//  - Int8Chunks<rows, burst, blocks>: int8 weights with fp32 group scales. A 16-byte load
+//    holds 16 weights, which need 64 bytes of x; with one row per warp the x traffic through
+//    L1 (4x the weights) was the limit, so a warp serves several rows and reads each x chunk
+//    once for all of them. Bytes are widened without the int-to-float unit: b + 128 is placed
+//    in the mantissa of 2^23 (one byte permute) and 2^23 + 128 subtracted. int8 costs about
+//    three instructions a weight, and short matrices stay near 50-60% of copy bandwidth: an
+//    int8 x fp16 tensor-core version (one instruction a weight, x split into fp16 hi + lo)
+//    measured no faster, so it was dropped.
 //  - ScalarRows<T, rows>: any shape or alignment, one element per lane step; slow, and no
 //    7B-class model needs it.
 // decode_gemv.cu picks per shape (and has the numbers).
@@ -28,11 +32,13 @@
 // memory. What is used: the norm's sums of squares come with x from the GEMV that wrote it,
 // and pairs of rows live in one warp.
 //
-// Launched overlapped (launch.cuh), a block issues its first burst of weights before waiting
-// for the kernel that writes x; the weight stream of one GEMV starts while the attention or
-// GEMV before it is still finishing. Every warp of a block runs the same loop (rows past the
-// end re-read the last row and drop the result) because the residual epilogue synchronises the
-// block.
+// Launched overlapped (launch.cuh), a block issues its first two bursts of weights before
+// waiting for the kernel that writes x; the weight stream of one GEMV starts while the
+// attention or GEMV before it is still finishing. Every warp of a block runs the same loop
+// (rows past the end re-read the last row and drop the result) because the residual epilogue
+// synchronises the block. Every policy asks ptxas for room for at least two blocks per
+// multiprocessor (kMinBlocks): left to itself it gave some shapes 150-200 registers and one
+// block, with nothing to stream while that block multiplied.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -119,9 +125,9 @@ __device__ __forceinline__ void for_each_unit(int first, int units, F&& f) {
 
 // fp32/fp16/bf16 rows read in 16-byte chunks, kRowsPerWarp rows per warp sharing each x load;
 // rows start 16-byte aligned and hold whole chunks.
-template <typename T, int kBurstLoads = 16, int kRowsPerWarp = 1>
+template <typename T, int kBurstLoads = 4, int kRowsPerWarp = 1>
 struct DenseChunks {
-  static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads;
+  static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = 2;
   static constexpr int kElems = 16 / static_cast<int>(sizeof(T));
   struct Loaded { uint4 w[kRows][kBurst]; };
   struct Sums { float partial[kRows][kBurst] = {}; };  // one per load: independent FMA chains
@@ -177,9 +183,9 @@ __device__ __forceinline__ float dot4_int8(uint32_t word, const float4& x) {
 
 // int8 rows in 16-byte chunks, kRowsPerWarp rows per warp. cols % 16 == 0 and the group size
 // is a power of two ≥ 16, so a chunk never straddles a group and the group index is a shift.
-template <int kRowsPerWarp, int kBurstLoads>
+template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 struct Int8Chunks {
-  static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads;
+  static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = kMinBlocksPerSm;
   struct Loaded { uint4 w[kRows][kBurst]; float scale[kRows][kBurst]; };
   struct Sums { float sum[kRows] = {}; };
   const uint4* row[kRows];
@@ -225,7 +231,7 @@ struct Int8Chunks {
 // T is float, __half, __nv_bfloat16 or int8_t (with scales).
 template <typename T, int kRowsPerWarp = 1>
 struct ScalarRows {
-  static constexpr int kRows = kRowsPerWarp, kBurst = 8;
+  static constexpr int kRows = kRowsPerWarp, kBurst = 8, kMinBlocks = 2;
   struct Loaded { float w[kRows][kBurst]; };
   struct Sums { float sum[kRows] = {}; };
   int64_t flat[kRows];  // index of the row's first weight
@@ -288,6 +294,8 @@ __device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int warp, int
 
 // out += y; with a next norm, also out · g and the sums of squares of out over runs of
 // kDecodeSumsqRun rows (a block holds whole runs: its rows are consecutive and a multiple of 8).
+// (Reading out and g together with x, before the dot products, instead of here: measured
+// slower, 4096x4096 bf16 11.2 -> 14.7 µs.)
 template <int kRows>
 __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int warp, int lane,
                                                     const int (&row)[kRows],
@@ -319,25 +327,12 @@ __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int
   }
 }
 
-template <typename Rows, GemvEpilogue kEpi, bool kNorm>
-__global__ void __launch_bounds__(kDecodeWarps * 32) decode_gemv_kernel(const DecodeGemvArgs a) {
-  let_next_kernel_start();
-  constexpr int kRows = Rows::kRows;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int row[kRows];
-  bool valid[kRows];
-  warp_rows<kEpi, kRows>(a, warp, row, valid);
-  const Rows rows(a, row);
-  const int units = rows.units(a);
-  typename Rows::Sums sums;
-  for (int start = 0; start < units; start += 32 * Rows::kBurst) {
-    typename Rows::Loaded loaded;
-    rows.load(loaded, start + lane, units, a);
-    if (start == 0) wait_for_previous_kernel();  // x is written by the previous kernel
-    rows.accumulate(sums, loaded, start + lane, units, a);
-  }
-  float y[kRows];
-  rows.finish(sums, y);
+// What follows the dot products of a warp's rows y (the same in every lane): the input norm's
+// 1/rms, then the epilogue.
+template <GemvEpilogue kEpi, bool kNorm, int kRows>
+__device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, int lane,
+                                            const int (&row)[kRows], const bool (&valid)[kRows],
+                                            float (&y)[kRows]) {
   if constexpr (kNorm) {
     // x · g came in as the input; 1 / rms(x) comes from the sums of squares the GEMV that
     // wrote x left behind, summed in the same order in every warp. (Read here rather than
@@ -376,6 +371,37 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_gemv_kernel(const De
       }
     }
   }
+}
+
+// Each warp keeps two bursts of loads in flight: while one is multiplied, the next is on its
+// way, and the burst after it is requested as soon as a buffer is free. The first two are
+// issued before the wait for the previous kernel.
+template <typename Rows, GemvEpilogue kEpi, bool kNorm>
+__global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
+    decode_gemv_kernel(const DecodeGemvArgs a) {
+  let_next_kernel_start();
+  constexpr int kRows = Rows::kRows, kStep = 32 * Rows::kBurst;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int row[kRows];
+  bool valid[kRows];
+  warp_rows<kEpi, kRows>(a, warp, row, valid);
+  const Rows rows(a, row);
+  const int units = rows.units(a);
+  typename Rows::Sums sums;
+  typename Rows::Loaded even, odd;
+  rows.load(even, lane, units, a);
+  rows.load(odd, kStep + lane, units, a);
+  wait_for_previous_kernel();  // x is written by the previous kernel
+  for (int start = 0; start < units; start += 2 * kStep) {
+    rows.accumulate(sums, even, start + lane, units, a);
+    rows.load(even, start + 2 * kStep + lane, units, a);
+    if (start + kStep >= units) break;
+    rows.accumulate(sums, odd, start + kStep + lane, units, a);
+    rows.load(odd, start + 3 * kStep + lane, units, a);
+  }
+  float y[kRows];
+  rows.finish(sums, y);
+  finish_rows<kEpi, kNorm, kRows>(a, warp, lane, row, valid, y);
 }
 
 // Blocks for a grid of `a` under epilogue kEpi with kRows rows per warp.
