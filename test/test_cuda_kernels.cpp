@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -101,6 +100,28 @@ double error_vs(const Tensor& gpu_result_on_cpu, const Tensor& reference) {
 }
 
 const DataType kFloatTypes[] = {DataType::kFP32, DataType::kFP16, DataType::kBF16};
+
+// A cache (downloaded) after rows[t] was stored at row positions[t], starting from `initial`:
+// each stored row within `rounding` of rows[t] rounded to the cache type, every other row
+// byte-identical to `initial`.
+void expect_stored_rows(const Tensor& cache, const Tensor& initial,
+                        const std::vector<int32_t>& positions, const Tensor& rows,
+                        double rounding, const std::string& what) {
+  const DataType dtype = initial.dtype();
+  const size_t row_bytes = initial.dim(-1) * dtype_size(dtype);
+  for (int64_t r = 0; r < initial.dim(0); ++r) {
+    if (std::find(positions.begin(), positions.end(), r) != positions.end()) continue;
+    ASSERT_EQ(std::memcmp(static_cast<const char*>(cache.raw_data()) + r * row_bytes,
+                          static_cast<const char*>(initial.raw_data()) + r * row_bytes, row_bytes), 0)
+        << what << ", row " << r;
+  }
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const int64_t at = positions[t], row = static_cast<int64_t>(t);
+    const Tensor stored = widen(cache.slice(at, at + 1).value());
+    const Tensor want = widen(round_to(rows.slice(row, row + 1).value(), dtype));
+    EXPECT_LT(error_vs(stored, want), rounding) << what << ", position " << at;
+  }
+}
 
 // ---- Device services -------------------------------------------------------------------------
 
@@ -343,23 +364,9 @@ TEST_F(CudaKernels, RopeKvStoreMatchesRopeThenCacheStore) {
     KUIPER_ASSERT_OK(gpu_.rope_kv_store(gpu_qkv, target, q_out, nullptr));
     EXPECT_LT(error_vs(download(q_out), q), 1e-6) << dtype_name(dtype);
     const double rounding = dtype == DataType::kFP32 ? 1e-6 : dtype == DataType::kBF16 ? 8e-3 : 1e-3;
-    for (const auto& [cache, rows, name] :
-         {std::tuple<const Tensor*, const Tensor*, const char*>{&k_cache, &k, "k"},
-          std::tuple<const Tensor*, const Tensor*, const char*>{&v_cache, &v, "v"}}) {
-      const Tensor back = download(*cache);
-      const size_t row_bytes = kv * dtype_size(dtype);
-      for (int64_t r = 0; r < context; ++r) {
-        if (std::find(pos.begin(), pos.end(), r) != pos.end()) continue;
-        ASSERT_EQ(std::memcmp(static_cast<const char*>(back.raw_data()) + r * row_bytes,
-                              static_cast<const char*>(initial.raw_data()) + r * row_bytes, row_bytes), 0)
-            << name << " row " << r << ", " << dtype_name(dtype);
-      }
-      for (int64_t t = 0; t < tokens; ++t) {
-        const Tensor stored = widen(back.slice(pos[t], pos[t] + 1).value());
-        const Tensor want = widen(round_to(rows->slice(t, t + 1).value(), dtype));
-        EXPECT_LT(error_vs(stored, want), rounding) << name << " position " << pos[t] << ", " << dtype_name(dtype);
-      }
-    }
+    const std::string what(dtype_name(dtype));
+    expect_stored_rows(download(k_cache), initial, pos, k, rounding, "k, " + what);
+    expect_stored_rows(download(v_cache), initial, pos, v, rounding, "v, " + what);
   }
 }
 
@@ -662,21 +669,8 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
       EXPECT_LT(error_vs(download(out), q), 1e-5) << "q, " << what;
 
       const double rounding = cache_dtype == DataType::kFP32 ? 1e-5 : cache_dtype == DataType::kBF16 ? 8e-3 : 1e-3;
-      for (const auto& [cache, expected_row, name] :
-           {std::tuple<const Tensor*, const Tensor*, const char*>{&k_cache, &k, "k"},
-            std::tuple<const Tensor*, const Tensor*, const char*>{&v_cache, &v, "v"}}) {
-        const Tensor back = download(*cache);
-        const size_t row_bytes = kv * dtype_size(cache_dtype);
-        for (int64_t r = 0; r < context; ++r) {  // every other row untouched
-          if (r == pos) continue;
-          ASSERT_EQ(std::memcmp(static_cast<const char*>(back.raw_data()) + r * row_bytes,
-                                static_cast<const char*>(initial.raw_data()) + r * row_bytes, row_bytes), 0)
-              << name << " row " << r << ", " << what;
-        }
-        const Tensor stored = widen(back.slice(pos, pos + 1).value());
-        const Tensor want = widen(round_to(*expected_row, cache_dtype));
-        EXPECT_LT(error_vs(stored, want), rounding) << name << " cache row, " << what;
-      }
+      expect_stored_rows(download(k_cache), initial, {pos}, k, rounding, "k cache, " + what);
+      expect_stored_rows(download(v_cache), initial, {pos}, v, rounding, "v cache, " + what);
     }
   }
 }
