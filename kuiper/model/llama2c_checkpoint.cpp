@@ -8,7 +8,6 @@
 namespace kuiper {
 namespace {
 
-
 struct Llama2cHeader {
   int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, max_seq_len;
 };
@@ -152,8 +151,8 @@ StatusOr<Checkpoint> load_v0(std::shared_ptr<MappedFile> file) {
 }
 
 // ---- v1 ------------------------------------------------------------------------------------
-// Header: llama2c_header.h, version 1. Weights: attention norms, ffn norms, final norm, embedding, wq, wk, wv, wo, w1, w2,
-// w3, then the classifier if unshared.
+// Header: llama2c_header.h, version 1. Weights: attention norms, ffn norms, final norm,
+// embedding, wq, wk, wv, wo, w1, w2, w3, then the classifier if unshared.
 
 bool detect_v1(const std::shared_ptr<MappedFile>& file) { return has_llama2c_header(*file, 1); }
 

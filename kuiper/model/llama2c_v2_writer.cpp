@@ -10,7 +10,6 @@
 namespace kuiper {
 namespace {
 
-
 // The group size every matrix shares, or why the checkpoint cannot be a v2 file.
 StatusOr<int> common_group_size(Checkpoint& ckpt) {
   int group_size = 0;

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kuiper/base/status.h"
+
 namespace kuiper {
 
 // One stretch of input text: either ordinary text to tokenize, or a special token's id.
@@ -29,16 +31,15 @@ class SpecialTokens {
   // Appends to `ids` the ids of `text`: its special tokens as themselves, the stretches between
   // them through `encode_plain(stretch, ids)`.
   template <typename EncodePlain>
-  auto encode(std::string_view text, std::vector<int32_t>& ids, const EncodePlain& encode_plain) const {
+  Status encode(std::string_view text, std::vector<int32_t>& ids, const EncodePlain& encode_plain) const {
     for (const TextSegment& segment : split(text)) {
       if (segment.special_id >= 0) {
         ids.push_back(segment.special_id);
       } else {
-        auto status = encode_plain(segment.text, ids);
-        if (!status.ok()) return status;
+        KUIPER_RETURN_IF_ERROR(encode_plain(segment.text, ids));
       }
     }
-    return decltype(encode_plain(text, ids))();
+    return ok_status();
   }
 
  private:
