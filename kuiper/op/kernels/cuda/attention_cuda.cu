@@ -44,8 +44,7 @@ Status prefer_shared_memory() {
 template <typename T>
 bool streaming_decode_fits(const AttentionParams<T>& p) {
   return (p.head_dim == 64 || p.head_dim == 128) &&
-         (p.kv_dim * sizeof(T)) % 8 == 0 && reinterpret_cast<uintptr_t>(p.k_cache) % 8 == 0 &&
-         reinterpret_cast<uintptr_t>(p.v_cache) % 8 == 0;
+         (p.kv_dim * sizeof(T)) % 8 == 0 && aligned_to(p.k_cache, 8) && aligned_to(p.v_cache, 8);
 }
 
 template <typename T>
@@ -82,8 +81,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
       kMaxTileRows, kTileBytes / (static_cast<size_t>(shape.head_dim) * sizeof(T))));
   const size_t row_bytes = shape.head_dim * sizeof(T);
   p.wide_copies = row_bytes % 16 == 0 && (p.kv_dim * sizeof(T)) % 16 == 0 &&
-                  reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
-                  reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0;
+                  aligned_to(p.k_cache, 16) && aligned_to(p.v_cache, 16);
   if (tokens == 1) {
     const int64_t rows = std::max<int64_t>(kMinSplitRows, (context + kMaxSplits - 1) / kMaxSplits);
     p.span = static_cast<int>((rows + p.tile_rows - 1) / p.tile_rows * p.tile_rows);

@@ -29,14 +29,6 @@ namespace kuiper::op::cuda {
 inline constexpr int kDecodeAttentionWarps = 4;
 inline constexpr int kDecodeAttentionChunk = 8;  // K and V rows a warp has in flight
 
-// Two packed 16-bit values widened to fp32.
-__device__ __forceinline__ float2 widen_pair(uint32_t bits, const __nv_bfloat16*) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
-}
-__device__ __forceinline__ float2 widen_pair(uint32_t bits, const __half*) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&bits));
-}
-
 // kDims = head_dim / 32 consecutive elements of one head row, for this lane.
 template <typename T, int kDims>
 struct HeadSlice {

@@ -7,11 +7,10 @@
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/attention_prefill.cuh"
 #include "kuiper/op/kernels/cuda/attention_prefill_kernel.cuh"
+#include "kuiper/op/kernels/cuda/element_types.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
-
-bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 template <typename T, int kHeadDim>
 Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -60,8 +59,8 @@ bool tensor_core_prefill_fits(const Tensor& q, const Tensor& k_cache, const Tens
                               const AttentionShape& shape, const Tensor& out) {
   const DataType type = k_cache.dtype();
   return (type == DataType::kBF16 || type == DataType::kFP16) &&
-         (shape.head_dim == 64 || shape.head_dim == 128) && aligned(k_cache.raw_data(), 16) &&
-         aligned(v_cache.raw_data(), 16) && aligned(q.raw_data(), 8) && aligned(out.raw_data(), 8);
+         (shape.head_dim == 64 || shape.head_dim == 128) && aligned_to(k_cache.raw_data(), 16) &&
+         aligned_to(v_cache.raw_data(), 16) && aligned_to(q.raw_data(), 8) && aligned_to(out.raw_data(), 8);
 }
 
 Status tensor_core_prefill(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

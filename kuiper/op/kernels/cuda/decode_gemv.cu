@@ -10,8 +10,6 @@
 namespace kuiper::op::cuda {
 namespace {
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Plain and accumulating GEMVs read rows with Rows; swiglu and rope, which combine pairs of
 // rows, with Paired (two or more rows per warp).
 template <typename Rows, typename Paired>
@@ -137,7 +135,7 @@ Status decode_gemv(const DecodeGemv& gemv, Stream stream) {
   DecodeGemvArgs a;
   KUIPER_RETURN_IF_ERROR(check_and_fill(gemv, a));
   const cudaStream_t s = as_cuda_stream(stream);
-  const bool inputs_aligned = aligned16(a.w) && aligned16(a.x);
+  const bool inputs_aligned = aligned_to(a.w, 16) && aligned_to(a.x, 16);
   const DataType dtype = gemv.weight->dtype();
   if (dtype == DataType::kINT8) {
     if (inputs_aligned && a.cols % 16 == 0 && a.group_shift >= 0) {

@@ -92,19 +92,12 @@ __device__ __forceinline__ float4 input4(const float* x, int i) {
   return load_after_wait(reinterpret_cast<const float4*>(x + i));
 }
 
-// Two packed 16-bit weights widened to fp32.
-__device__ __forceinline__ float2 widen2(uint32_t bits, const __nv_bfloat16*) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
-}
-__device__ __forceinline__ float2 widen2(uint32_t bits, const __half*) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&bits));
-}
-
 // Dot product of 16 bytes of weights with the matching inputs x0 (and x1 for 16-bit weights).
 template <typename Half>
 __device__ __forceinline__ float dot16(const uint4& w, const float4& x0, const float4& x1,
                                        const Half* tag) {
-  const float2 a = widen2(w.x, tag), b = widen2(w.y, tag), c = widen2(w.z, tag), d = widen2(w.w, tag);
+  const float2 a = widen_pair(w.x, tag), b = widen_pair(w.y, tag), c = widen_pair(w.z, tag),
+               d = widen_pair(w.w, tag);
   return a.x * x0.x + a.y * x0.y + b.x * x0.z + b.y * x0.w +
          c.x * x1.x + c.y * x1.y + d.x * x1.z + d.y * x1.w;
 }

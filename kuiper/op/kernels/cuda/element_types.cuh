@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <string>
 
 #include "kuiper/base/status.h"
@@ -34,6 +35,20 @@ __device__ __forceinline__ float2 load_pair(const __half* p) {
 }
 __device__ __forceinline__ float2 load_pair(const __nv_bfloat16* p) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+
+// Two packed 16-bit values, loaded as one 32-bit word, widened to fp32 (the pointer type only
+// names the format).
+__device__ __forceinline__ float2 widen_pair(uint32_t bits, const __half*) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+}
+__device__ __forceinline__ float2 widen_pair(uint32_t bits, const __nv_bfloat16*) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+}
+
+// Whether `p` is a multiple of `bytes`: what a kernel's wide loads need of its data.
+inline bool aligned_to(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
 // Returns f(T{}) for the CUDA storage type T of `dtype` (f returns a Status).

@@ -11,7 +11,6 @@ namespace {
 constexpr int kArgmaxThreads = 1024;
 
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
-  let_next_kernel_start();  // the GEMV after it may start streaming weights (launch.cuh)
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float g = gate[i];

@@ -20,11 +20,12 @@ inline unsigned elementwise_blocks(int64_t n) {
 }
 
 // Programmatic dependent launch (Hopper), used for the decode GEMVs only. Launched the ordinary
-// way, a GEMV starts only after the kernel before it (the attention, another GEMV, a norm or
-// swiglu) has fully drained, and HBM idles meanwhile. Launched with launch_overlapped, it is
-// scheduled as soon as every block of that kernel has called let_next_kernel_start (those
-// kernels do so first thing), issues its first bursts of weights, and waits in wait_for_previous_kernel
-// until that kernel has finished and its writes are visible. Before the wait it reads only
+// way, a GEMV starts only after the kernel before it (the attention combine, another GEMV, or
+// the first layer's norm) has fully drained, and HBM idles meanwhile. Launched with
+// launch_overlapped, it is scheduled as soon as every block of that kernel has called
+// let_next_kernel_start (those kernels do so first thing), issues its first bursts of weights,
+// and waits in wait_for_previous_kernel until that kernel has finished and its writes are
+// visible. Before the wait it reads only
 // weights and writes nothing; every other kernel is launched the ordinary way, and waits for all
 // earlier work. The GEMV finishes after its own wait, so the ordering holds down the stream.
 //
