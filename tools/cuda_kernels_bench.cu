@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
       using Paired = DenseChunks<B, 2, 2>;
       using E = op::GemvEpilogue;
       for (auto [label, t] : {std::pair{"  1 row x 2", gemv_variant_us<DenseChunks<B, 2>>(ws, x, y)},
+                              std::pair{"  1 row x 4", gemv_variant_us<Rows>(ws, x, y)},
                               std::pair{"  1 row x 8", gemv_variant_us<DenseChunks<B, 8>>(ws, x, y)},
                               std::pair{"  2 rows x 2", gemv_variant_us<Paired>(ws, x, y)},
                               std::pair{"  2 rows x 4", gemv_variant_us<DenseChunks<B, 4, 2>>(ws, x, y)},
@@ -286,7 +287,12 @@ int main(int argc, char** argv) {
     for (auto [label, t] : {std::pair{"  2 rows x 2", gemv_variant_us<Int8Chunks<2, 2>>(ws, x, y)},
                             std::pair{"  2 rows x 4", gemv_variant_us<Int8Chunks<2, 4>>(ws, x, y)},
                             std::pair{"  4 rows x 1", gemv_variant_us<Int8Chunks<4, 1>>(ws, x, y)},
-                            std::pair{"  4 rows x 1, 3 blocks", gemv_variant_us<Int8Chunks<4, 1, 3>>(ws, x, y)}}) {
+                            std::pair{"  4 rows x 1, 3 blocks", gemv_variant_us<Int8Chunks<4, 1, 3>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, columns in 2", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 1>, 2>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, columns in 4", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 1>, 4>>(ws, x, y)},
+                            std::pair{"  2 rows x 2, accumulate+norm", gemv_variant_us<Int8Chunks<2, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
+                            std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
+                            std::pair{"  4 rows x 2, columns in 2", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 2>, 2>>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
   }

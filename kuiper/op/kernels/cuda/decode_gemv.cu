@@ -41,13 +41,25 @@ Status launch_rows(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t 
   return ok_status();
 }
 
-// int8 rows per warp: two rows (sharing each x load) up to this many rows, four above, where
-// the grid has waves enough for the four-row warps and ptxas is held to three blocks per
-// multiprocessor (its 80 registers spill 8 bytes). On an H200, % of copy bandwidth:
-// 4096x4096 2x2 50% (4x1 44%), 4096x11008 2x2 59% (4x1 49%), 11008x4096 4x1 with three
-// blocks 75% (two blocks 60%, 2x2 53%), 32000x4096 4x1 82-84% (2x2 60%). LLaMA-2-7B int8
-// decode at context 128: 346 -> 372 tokens/s with the three-block 4x1 for the tall matrices.
-constexpr int kInt8PairedRowsUpTo = 8192;
+// int8 rows per warp. Up to this many rows, plain and accumulating GEMVs give a warp four rows
+// and half of their columns, the other half going to another warp of the block: a 4096-row
+// matrix read four whole rows per warp has too few warps to keep every multiprocessor busy,
+// and two rows per warp read x twice as often per weight. Swiglu and rope at that height (no
+// 7B-class model has them) keep 2 rows x 2 loads. Taller matrices read four whole rows per
+// warp, with ptxas held to three blocks per multiprocessor (its 80 registers spill 8 bytes).
+// On an H200, % of copy bandwidth: 4096x4096 50% (2x2) -> 62% (4x1 split in two; in four
+// 55%), 4096x11008 59% -> 77%; 11008x4096 4x1 with three blocks 75% (two blocks 60%, 2x2 53%,
+// split in two 67%), 32000x4096 4x1 82-84% (2x2 60%). LLaMA-2-7B int8 decode at context 128:
+// 346 -> 372 tokens/s with the three-block 4x1 for the tall matrices, 377 -> 408 with the
+// split 4x1 for the short ones.
+constexpr int kInt8ShortRowsUpTo = 8192;
+
+// fp32/fp16/bf16 plain and accumulating GEMVs: one row per warp, two loads per burst up to this
+// many rows, four above. On an H200, % of copy bandwidth, 1x2 / 1x4: 4096x4096 79 / 76% (68%
+// on a slower H200), 4096x11008 95 / 95% (85% on the slower one), 11008x4096 88 / 92%, 32000x4096
+// 99 / 103%. LLaMA-2-7B bf16 decode at context 128 / 4096: 261.9 / 229.3 -> 272.3 / 237.3
+// tokens/s; LLaMA-3-8B 242.2 / 219.5 -> 251.3 / 227.4.
+constexpr int kDenseShortRowsUpTo = 8192;
 
 // log2(g) when g is a power of two ≥ 16, else -1.
 int chunk_group_shift(int g) {
@@ -139,17 +151,20 @@ Status decode_gemv(const DecodeGemv& gemv, Stream stream) {
   const DataType dtype = gemv.weight->dtype();
   if (dtype == DataType::kINT8) {
     if (inputs_aligned && a.cols % 16 == 0 && a.group_shift >= 0) {
-      using Short = Int8Chunks<2, 2>;
+      using Short = SplitColumns<Int8Chunks<4, 1>, 2>;
+      using ShortPaired = Int8Chunks<2, 2>;
       using Tall = Int8Chunks<4, 1, 3>;
-      return a.rows <= kInt8PairedRowsUpTo ? launch_rows<Short, Short>(a, gemv.epilogue, s)
-                                           : launch_rows<Tall, Tall>(a, gemv.epilogue, s);
+      return a.rows <= kInt8ShortRowsUpTo ? launch_rows<Short, ShortPaired>(a, gemv.epilogue, s)
+                                          : launch_rows<Tall, Tall>(a, gemv.epilogue, s);
     }
     return launch_rows<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, gemv.epilogue, s);
   }
   return dispatch_float_type(dtype, [&](auto zero) {
     using T = decltype(zero);
     if (inputs_aligned && a.cols % DenseChunks<T>::kElems == 0) {
-      return launch_rows<DenseChunks<T, 4>, DenseChunks<T, 2, 2>>(a, gemv.epilogue, s);
+      using Paired = DenseChunks<T, 2, 2>;
+      return a.rows <= kDenseShortRowsUpTo ? launch_rows<DenseChunks<T, 2>, Paired>(a, gemv.epilogue, s)
+                                           : launch_rows<DenseChunks<T, 4>, Paired>(a, gemv.epilogue, s);
     }
     return launch_rows<ScalarRows<T>, ScalarRows<T, 2>>(a, gemv.epilogue, s);
   });

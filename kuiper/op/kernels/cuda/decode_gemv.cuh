@@ -9,10 +9,13 @@
 // 2 rows x 8 loads 67 / 75 / 82%, 1 row x 4 loads twice in flight 75 / 94 / 91%.
 //
 // How rows are read is a policy (one type per storage layout), the rest is shared:
-//  - DenseChunks<T, burst, rows>: fp32/fp16/bf16. 1 row x 4 loads for plain and accumulating
-//    GEMVs; swiglu and rope pair rows inside a warp, 2 rows x 2 loads (norm-fed swiglu on the
-//    shapes above: 73-86%; 2 x 4: 66-77%). Deeper bursts, or registers capped so that 3 or 4
-//    blocks fit a multiprocessor, measured slower.
+//  - DenseChunks<T, burst, rows>: fp32/fp16/bf16. 1 row x 2 loads for plain and accumulating
+//    GEMVs up to 8192 rows, 1 x 4 above; swiglu and rope pair rows inside a warp, 2 rows x 2
+//    loads (norm-fed swiglu on the shapes above: 73-86%; 2 x 4: 66-77%). Deeper bursts,
+//    registers capped so that 3 or 4 blocks fit a multiprocessor, or a warp reading its pair
+//    of rows one after the other (70-80% on the gate/up shapes), measured slower.
+//  - SplitColumns<Rows, parts>: Rows with each row's columns shared by `parts` warps of a block,
+//    for int8 matrices of few rows (4096x4096: 50% -> 62%).
 //  - Int8Chunks<rows, burst, blocks>: int8 weights with fp32 group scales. A 16-byte load
 //    holds 16 weights, which need 64 bytes of x; with one row per warp the x traffic through
 //    L1 (4x the weights) was the limit, so a warp serves several rows and reads each x chunk
@@ -121,6 +124,7 @@ __device__ __forceinline__ void for_each_unit(int first, int units, F&& f) {
 template <typename T, int kBurstLoads = 4, int kRowsPerWarp = 1>
 struct DenseChunks {
   static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = 2;
+  static constexpr int kColumnParts = 1;
   static constexpr int kElems = 16 / static_cast<int>(sizeof(T));
   struct Loaded { uint4 w[kRows][kBurst]; };
   struct Sums { float partial[kRows][kBurst] = {}; };  // one per load: independent FMA chains
@@ -179,6 +183,7 @@ __device__ __forceinline__ float dot4_int8(uint32_t word, const float4& x) {
 template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 struct Int8Chunks {
   static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = kMinBlocksPerSm;
+  static constexpr int kColumnParts = 1;
   struct Loaded { uint4 w[kRows][kBurst]; float scale[kRows][kBurst]; };
   struct Sums { float sum[kRows] = {}; };
   const uint4* row[kRows];
@@ -225,6 +230,7 @@ struct Int8Chunks {
 template <typename T, int kRowsPerWarp = 1>
 struct ScalarRows {
   static constexpr int kRows = kRowsPerWarp, kBurst = 8, kMinBlocks = 2;
+  static constexpr int kColumnParts = 1;
   struct Loaded { float w[kRows][kBurst]; };
   struct Sums { float sum[kRows] = {}; };
   int64_t flat[kRows];  // index of the row's first weight
@@ -261,14 +267,22 @@ struct ScalarRows {
   }
 };
 
+// Rows read as `Rows` does, with each row's columns split into kParts pieces read by kParts
+// warps of the block (their sums meet in shared memory): a block holds kParts times fewer rows.
+template <typename Rows, int kParts>
+struct SplitColumns : Rows {
+  static constexpr int kColumnParts = kParts;
+  using Rows::Rows;
+};
+
 // The rows of a warp. kSwiglu pairs gate row i with up row rows/2 + i in one warp (its first
 // half of rows are gates, the second half the matching ups); the others take consecutive rows,
 // so that kRopeKv finds each rotated pair in one warp. A row past the end is clamped (re-read)
 // and marked invalid.
-template <GemvEpilogue kEpi, int kRows>
+template <GemvEpilogue kEpi, int kRows, int kRowWarps>
 __device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int warp, int (&rows)[kRows],
                                           bool (&valid)[kRows]) {
-  const int global_warp = blockIdx.x * kDecodeWarps + warp;
+  const int global_warp = blockIdx.x * kRowWarps + warp;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     int row;
@@ -289,24 +303,37 @@ __device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int warp, int
 // kDecodeSumsqRun rows (a block holds whole runs: its rows are consecutive and a multiple of 8).
 // (Reading out and g together with x, before the dot products, instead of here: measured
 // slower, 4096x4096 bf16 11.2 -> 14.7 µs.)
-template <int kRows>
+template <int kRows, int kRowWarps>
 __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int warp, int lane,
-                                                    const int (&row)[kRows],
+                                                    bool owner, const int (&row)[kRows],
                                                     const bool (&valid)[kRows], const float (&y)[kRows]) {
-  constexpr int kBlockRows = kDecodeWarps * kRows;
+  constexpr int kBlockRows = kRowWarps * kRows;
   static_assert(kBlockRows % kDecodeSumsqRun == 0);
   __shared__ float squares[kBlockRows];
-  if (lane == 0) {
+  // Lane r takes row r, so that the rows' reads of out and g are in flight together (one lane
+  // walking the rows waited for each row's reads in turn: int8 2x2 accumulate+norm 4096x4096
+  // 10.0 -> 9.0 µs, LLaMA-2-7B int8 decode 367 -> 377 tokens/s at context 128).
+  if (lane < kRows && owner) {
+    int my_row = row[0];
+    bool my_valid = valid[0];
+    float my_y = y[0];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float sum = 0.f;
-      if (valid[r]) {
-        sum = a.out[row[r]] + y[r];
-        a.out[row[r]] = sum;
-        if (a.next_norm_weight != nullptr) a.next_normed[row[r]] = sum * a.next_norm_weight[row[r]];
+    for (int r = 1; r < kRows; ++r) {
+      if (lane == r) {
+        my_row = row[r];
+        my_valid = valid[r];
+        my_y = y[r];
       }
-      squares[warp * kRows + r] = sum * sum;
     }
+    float sum = 0.f;
+    if (my_valid) {
+      const float residual = a.out[my_row];
+      const float g = a.next_norm_weight != nullptr ? a.next_norm_weight[my_row] : 0.f;
+      sum = residual + my_y;
+      a.out[my_row] = sum;
+      if (a.next_norm_weight != nullptr) a.next_normed[my_row] = sum * g;
+    }
+    squares[warp * kRows + lane] = sum * sum;
   }
   if (a.next_norm_weight == nullptr) return;  // uniform across the block
   __syncthreads();
@@ -321,11 +348,11 @@ __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int
 }
 
 // What follows the dot products of a warp's rows y (the same in every lane): the input norm's
-// 1/rms, then the epilogue.
-template <GemvEpilogue kEpi, bool kNorm, int kRows>
+// 1/rms, then the epilogue. Only an owner warp writes (with columns split, the first part's).
+template <GemvEpilogue kEpi, bool kNorm, int kRows, int kRowWarps>
 __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, int lane,
-                                            const int (&row)[kRows], const bool (&valid)[kRows],
-                                            float (&y)[kRows]) {
+                                            bool owner, const int (&row)[kRows],
+                                            const bool (&valid)[kRows], float (&y)[kRows]) {
   if constexpr (kNorm) {
     // x · g came in as the input; 1 / rms(x) comes from the sums of squares the GEMV that
     // wrote x left behind, summed in the same order in every warp. (Read here rather than
@@ -338,17 +365,17 @@ __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, i
   }
 
   if constexpr (kEpi == GemvEpilogue::kStore) {
-    if (lane == 0) {
+    if (lane == 0 && owner) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         if (valid[r]) a.out[row[r]] = y[r];
       }
     }
   } else if constexpr (kEpi == GemvEpilogue::kAccumulate) {
-    accumulate_epilogue<kRows>(a, warp, lane, row, valid, y);
+    accumulate_epilogue<kRows, kRowWarps>(a, warp, lane, owner, row, valid, y);
   } else if constexpr (kEpi == GemvEpilogue::kSwiglu) {
     static_assert(kRows % 2 == 0, "swiglu pairs rows inside a warp");
-    if (lane == 0) {
+    if (lane == 0 && owner) {
 #pragma unroll
       for (int j = 0; j < kRows / 2; ++j) {
         const float g = y[j];
@@ -357,7 +384,7 @@ __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, i
     }
   } else {
     static_assert(kRows % 2 == 0, "rope pairs rows inside a warp");
-    if (lane == 0) {
+    if (lane == 0 && owner) {
 #pragma unroll
       for (int j = 0; j < kRows; j += 2) {
         if (valid[j + 1]) rope_kv_pair(a.rope, a.rope.positions[0], row[j], y[j], y[j + 1], a.out);
@@ -374,40 +401,58 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
     decode_gemv_kernel(const DecodeGemvArgs a) {
   let_next_kernel_start();
   constexpr int kRows = Rows::kRows, kStep = 32 * Rows::kBurst;
+  constexpr int kParts = Rows::kColumnParts, kRowWarps = kDecodeWarps / kParts;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int row_warp = warp % kRowWarps, part = warp / kRowWarps;
   int row[kRows];
   bool valid[kRows];
-  warp_rows<kEpi, kRows>(a, warp, row, valid);
+  warp_rows<kEpi, kRows, kRowWarps>(a, row_warp, row, valid);
   const Rows rows(a, row);
-  const int units = rows.units(a);
+  const int units = rows.units(a), part_units = (units + kParts - 1) / kParts;
+  const int begin = part * part_units, end = min(units, begin + part_units);
   typename Rows::Sums sums;
   typename Rows::Loaded even, odd;
-  rows.load(even, lane, units, a);
-  rows.load(odd, kStep + lane, units, a);
+  rows.load(even, begin + lane, end, a);
+  rows.load(odd, begin + kStep + lane, end, a);
   wait_for_previous_kernel();  // x is written by the previous kernel
-  for (int start = 0; start < units; start += 2 * kStep) {
-    rows.accumulate(sums, even, start + lane, units, a);
-    rows.load(even, start + 2 * kStep + lane, units, a);
-    if (start + kStep >= units) break;
-    rows.accumulate(sums, odd, start + kStep + lane, units, a);
-    rows.load(odd, start + 3 * kStep + lane, units, a);
+  for (int start = begin; start < end; start += 2 * kStep) {
+    rows.accumulate(sums, even, start + lane, end, a);
+    rows.load(even, start + 2 * kStep + lane, end, a);
+    if (start + kStep >= end) break;
+    rows.accumulate(sums, odd, start + kStep + lane, end, a);
+    rows.load(odd, start + 3 * kStep + lane, end, a);
   }
   float y[kRows];
   rows.finish(sums, y);
-  finish_rows<kEpi, kNorm, kRows>(a, warp, lane, row, valid, y);
+  if constexpr (kParts > 1) {  // the other parts' sums, added in part order
+    __shared__ float part_sums[kParts - 1][kRowWarps][kRows];
+    if (part > 0 && lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) part_sums[part - 1][row_warp][r] = y[r];
+    }
+    __syncthreads();
+    if (part == 0) {
+#pragma unroll
+      for (int p = 0; p < kParts - 1; ++p) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) y[r] += part_sums[p][row_warp][r];
+      }
+    }
+  }
+  finish_rows<kEpi, kNorm, kRows, kRowWarps>(a, row_warp, lane, part == 0, row, valid, y);
 }
 
 // Blocks for a grid of `a` under epilogue kEpi with kRows rows per warp.
-template <GemvEpilogue kEpi, int kRows>
+template <GemvEpilogue kEpi, int kRows, int kParts>
 unsigned decode_gemv_blocks(const DecodeGemvArgs& a) {
-  constexpr int kBlockRows = kDecodeWarps * kRows;
+  constexpr int kBlockRows = kDecodeWarps / kParts * kRows;
   return static_cast<unsigned>((a.rows + kBlockRows - 1) / kBlockRows);  // swiglu: as many rows
 }
 
 template <typename Rows, GemvEpilogue kEpi, bool kNorm>
 cudaError_t launch_decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
   return launch_overlapped(decode_gemv_kernel<Rows, kEpi, kNorm>,
-                           dim3(decode_gemv_blocks<kEpi, Rows::kRows>(a)),
+                           dim3(decode_gemv_blocks<kEpi, Rows::kRows, Rows::kColumnParts>(a)),
                            dim3(kDecodeWarps * 32), 0, stream, a);
 }
 
