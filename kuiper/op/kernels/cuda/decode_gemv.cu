@@ -58,7 +58,9 @@ constexpr int kInt8ShortRowsUpTo = 8192;
 // many rows, four above. On an H200, % of copy bandwidth, 1x2 / 1x4: 4096x4096 79 / 76% (68%
 // on a slower H200), 4096x11008 95 / 95% (85% on the slower one), 11008x4096 88 / 92%, 32000x4096
 // 99 / 103%. LLaMA-2-7B bf16 decode at context 128 / 4096: 261.9 / 229.3 -> 272.3 / 237.3
-// tokens/s; LLaMA-3-8B 242.2 / 219.5 -> 251.3 / 227.4.
+// tokens/s; LLaMA-3-8B 242.2 / 219.5 -> 251.3 / 227.4. Also measured end to end, on another
+// H200 (7B at 128: 270.1): taller matrices at 1x2 or 1x8, 270.9 / 270.7, within noise; swiglu
+// and rope at 2 rows x 1 load, 268.0.
 constexpr int kDenseShortRowsUpTo = 8192;
 
 // log2(g) when g is a power of two ≥ 16, else -1.
