@@ -395,7 +395,9 @@ __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, i
 
 // Each warp keeps two bursts of loads in flight: while one is multiplied, the next is on its
 // way, and the burst after it is requested as soon as a buffer is free. The first two are
-// issued before the wait for the previous kernel.
+// issued before the wait for the previous kernel. Where Rows splits columns (SplitColumns), a
+// warp reads its part of its rows' columns, and the first part's warp adds the others' sums
+// and writes the rows.
 template <typename Rows, GemvEpilogue kEpi, bool kNorm>
 __global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
     decode_gemv_kernel(const DecodeGemvArgs a) {
@@ -442,7 +444,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
   finish_rows<kEpi, kNorm, kRows, kRowWarps>(a, row_warp, lane, part == 0, row, valid, y);
 }
 
-// Blocks for a grid of `a` under epilogue kEpi with kRows rows per warp.
+// Blocks for a grid of `a` under epilogue kEpi with kRows rows per warp and kParts warps per row.
 template <GemvEpilogue kEpi, int kRows, int kParts>
 unsigned decode_gemv_blocks(const DecodeGemvArgs& a) {
   constexpr int kBlockRows = kDecodeWarps / kParts * kRows;
