@@ -332,8 +332,7 @@ Status LlamaModel::fused_decode_step() {
     Layer& layer = layers_[l];
     op::DecodeGemv qkv = normed(layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
     if (l == 0) qkv.in_sumsq = nullptr;
-    qkv.rope_kv = {&a.positions, &rope_.cos(), &rope_.sin(), rope_.head_dim(),
-                   static_cast<int>(a.q.numel()), &layer.k_cache, &layer.v_cache};
+    qkv.rope_kv = rope_.target(a.positions, static_cast<int>(a.q.numel()), layer.k_cache, layer.v_cache);
     KUIPER_RETURN_IF_ERROR(layer.wqkv.forward_decode(qkv, stream_));
     KUIPER_RETURN_IF_ERROR(attention_.attend(a.q, a.positions, layer.k_cache, layer.v_cache, a.attention, stream_));
     KUIPER_RETURN_IF_ERROR(layer.wo.forward_decode(add_to_residual(a.attention, layer.ffn_norm), stream_));

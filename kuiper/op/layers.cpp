@@ -5,6 +5,12 @@ namespace {
 
 constexpr int index_of(DataType d) { return static_cast<int>(d); }
 
+// A kernel's failure, named after the layer that called it.
+Status named(const std::string& name, Status status) {
+  if (status.ok()) return status;
+  return Status(status.code(), name + ": " + status.message());
+}
+
 }  // namespace
 
 Status Embedding::forward(const Tensor& tokens, Tensor& out, Stream stream) const {
@@ -18,13 +24,7 @@ Status MatMul::forward(const Tensor& in, Tensor& out, Stream stream) const {
   const DeviceType device = weight_.device();
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).matmul[index_of(weight_.dtype())],
                                                    "matmul", device, weight_.dtype()));
-  Status status = kernel(in, weight_, out, stream);
-  if (!status.ok()) return Status(status.code(), name_ + ": " + status.message());
-  return status;
-}
-
-bool MatMul::has_decode_fusion() const {
-  return kernel_table(weight_.device()).decode_gemv[index_of(weight_.dtype())] != nullptr;
+  return named(name_, kernel(in, weight_, out, stream));
 }
 
 Status MatMul::forward_decode(DecodeGemv gemv, Stream stream) const {
@@ -32,9 +32,7 @@ Status MatMul::forward_decode(DecodeGemv gemv, Stream stream) const {
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).decode_gemv[index_of(weight_.dtype())],
                                                    "decode_gemv", device, weight_.dtype()));
   gemv.weight = &weight_;
-  Status status = kernel(gemv, stream);
-  if (!status.ok()) return Status(status.code(), name_ + ": " + status.message());
-  return status;
+  return named(name_, kernel(gemv, stream));
 }
 
 Status RmsNorm::forward(const Tensor& in, Tensor& out, Stream stream) const {
@@ -59,8 +57,7 @@ Status Rope::forward_stacked(const Tensor& qkv, const Tensor& positions, Tensor&
                              Tensor& k_cache, Tensor& v_cache, Stream stream) const {
   const DeviceType device = q.device();
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).rope_kv_store, "rope_kv_store", device));
-  const RopeKvTarget target{&positions, &cos_, &sin_, head_dim_, static_cast<int>(q.dim(-1)), &k_cache, &v_cache};
-  return kernel(qkv, target, q, stream);
+  return kernel(qkv, target(positions, static_cast<int>(q.dim(-1)), k_cache, v_cache), q, stream);
 }
 
 Status Attention::forward(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -27,8 +27,7 @@ class MatMul {
   MatMul(std::string name, Weight weight) : name_(std::move(name)), weight_(std::move(weight)) {}
   Status forward(const Tensor& in, Tensor& out, Stream stream) const;
   // Decode (one token) with a norm before and an epilogue after, in one kernel (kernel_table.h,
-  // DecodeGemv; `gemv` names everything but the weight). Only where has_decode_fusion().
-  bool has_decode_fusion() const;
+  // DecodeGemv; `gemv` names everything but the weight), where the device's table has it.
   Status forward_decode(DecodeGemv gemv, Stream stream) const;
   const Weight& weight() const { return weight_; }
   const std::string& name() const { return name_; }
@@ -64,9 +63,11 @@ class Rope {
   // positions (kernel_table.h, RopeKvStoreKernel): where the device's table has it.
   Status forward_stacked(const Tensor& qkv, const Tensor& positions, Tensor& q, Tensor& k_cache,
                          Tensor& v_cache, Stream stream) const;
-  const Tensor& cos() const { return cos_; }
-  const Tensor& sin() const { return sin_; }
-  int head_dim() const { return head_dim_; }
+  // Where stacked rows with q_rows of q go, for the kernels that rotate and store them
+  // (forward_stacked, and the decode GEMV's kRopeKv epilogue).
+  RopeKvTarget target(const Tensor& positions, int q_rows, Tensor& k_cache, Tensor& v_cache) const {
+    return {&positions, &cos_, &sin_, head_dim_, q_rows, &k_cache, &v_cache};
+  }
 
  private:
   Tensor cos_, sin_;
