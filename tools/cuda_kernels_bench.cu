@@ -152,7 +152,7 @@ double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tenso
     a.next_sumsq = next_sumsq.data<float>();
   }
   a.group_size = ws[0].group_size;
-  a.group_shift = 6;  // group 64 for int8 weights
+  a.group_shift = op::cuda::chunk_group_shift(a.group_size);
   return 1e3 * median_ms([&](int i) {
     const op::Weight& w = ws[i % ws.size()];
     a.w = w.values.raw_data();
@@ -259,9 +259,9 @@ int main(int argc, char** argv) {
                               std::pair{"  1 row x 8", gemv_variant_us<DenseChunks<B, 8>>(ws, x, y)},
                               std::pair{"  2 rows x 2", gemv_variant_us<Paired>(ws, x, y)},
                               std::pair{"  2 rows x 4", gemv_variant_us<DenseChunks<B, 4, 2>>(ws, x, y)},
-                              std::pair{"  norm+store", gemv_variant_us<Rows, E::kStore, true>(ws, x, y)},
-                              std::pair{"  accumulate+norm", gemv_variant_us<Rows, E::kAccumulate, false>(ws, x, y)},
-                              std::pair{"  norm+swiglu", gemv_variant_us<Paired, E::kSwiglu, true>(ws, x, y)}}) {
+                              std::pair{"  norm+store, 1 row x 4", gemv_variant_us<Rows, E::kStore, true>(ws, x, y)},
+                              std::pair{"  accumulate+norm, 1 row x 4", gemv_variant_us<Rows, E::kAccumulate, false>(ws, x, y)},
+                              std::pair{"  norm+swiglu, 2 rows x 2", gemv_variant_us<Paired, E::kSwiglu, true>(ws, x, y)}}) {
         rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
       }
     }

@@ -63,14 +63,6 @@ constexpr int kInt8ShortRowsUpTo = 8192;
 // and rope at 2 rows x 1 load, 268.0.
 constexpr int kDenseShortRowsUpTo = 8192;
 
-// log2(g) when g is a power of two ≥ 16, else -1.
-int chunk_group_shift(int g) {
-  if (g < 16 || (g & (g - 1)) != 0) return -1;
-  int shift = 0;
-  while ((1 << shift) < g) ++shift;
-  return shift;
-}
-
 Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
   if (!g.in || !g.weight || !g.out) return invalid_argument("decode_gemv needs in, weight and out");
   const Weight& w = *g.weight;

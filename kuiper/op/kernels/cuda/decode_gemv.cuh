@@ -47,6 +47,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <bit>
 #include <cstdint>
 #include <type_traits>
 
@@ -75,6 +76,13 @@ struct DecodeGemvArgs {
   float* next_sumsq = nullptr;
   RopeKvArgs rope;  // kRopeKv
 };
+
+// DecodeGemvArgs::group_shift for int8 groups of g: log2(g) when g is a power of two ≥ 16 (a
+// 16-weight chunk then never straddles a group, as Int8Chunks needs), else -1.
+inline int chunk_group_shift(int g) {
+  const auto u = static_cast<unsigned>(g);
+  return g >= 16 && std::has_single_bit(u) ? std::countr_zero(u) : -1;
+}
 
 // Internal linkage: without relocatable device code every translation unit that includes this
 // gets its own copy of each kernel, and shared host-side launch stubs would mix one unit's
