@@ -24,10 +24,10 @@ void append_fp32(std::vector<char>& out, const Tensor& t) {
 std::vector<char> make_v0_file(const Checkpoint& ckpt) {
   const LlamaConfig& c = ckpt.config;
   const LlamaWeights& w = ckpt.weights;
-  std::vector<char> out;
   const int32_t header[] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
                             c.shared_classifier ? c.vocab_size : -c.vocab_size, c.max_seq_len};
-  out.insert(out.end(), reinterpret_cast<const char*>(header), reinterpret_cast<const char*>(header) + sizeof(header));
+  const char* header_bytes = reinterpret_cast<const char*>(header);
+  std::vector<char> out(header_bytes, header_bytes + sizeof(header));
   append_fp32(out, w.token_embedding.values);
   for (auto& l : w.layers) append_fp32(out, l.attention_norm);
   for (auto& l : w.layers) append_fp32(out, l.wq.values);

@@ -113,7 +113,7 @@ class LlamaModel {
   // The device runs the fused kernels (decode_gemv, rope_kv_store) over stacked wq|wk|wv and
   // w1|w3 (kernel_table.h).
   bool fused_ = false;
-  Tensor decode_sumsq_;  // fused decode: sums of squares of x handed to the next norm
+  Tensor decode_sumsq_;       // fused decode: sums of squares of x handed to the next norm
   Tensor logits_;             // [vocab]
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
   bool use_graph_ = false;

@@ -25,9 +25,9 @@ inline unsigned elementwise_blocks(int64_t n) {
 // launch_overlapped, it is scheduled as soon as every block of that kernel has called
 // let_next_kernel_start (those kernels do so first thing), issues its first bursts of weights,
 // and waits in wait_for_previous_kernel until that kernel has finished and its writes are
-// visible. Before the wait it reads only
-// weights and writes nothing; every other kernel is launched the ordinary way, and waits for all
-// earlier work. The GEMV finishes after its own wait, so the ordering holds down the stream.
+// visible. Before the wait it reads only weights and writes nothing; every other kernel is
+// launched the ordinary way, and waits for all earlier work. The GEMV finishes after its own
+// wait, so the ordering holds down the stream.
 //
 // After the wait, read what the previous kernel wrote with load_after_wait, never with __ldg
 // (nor through a `const __restrict__` pointer, which the compiler may turn into __ldg):
