@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -307,11 +308,15 @@ TEST(Safetensors, MisalignedTensorIsCopied) {
   const std::string text = R"({"a":{"dtype":"I8","shape":[3],"data_offsets":[0,3]},)"
                            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[3,11]}})";
   const uint64_t n = text.size();
-  std::vector<char> bytes(reinterpret_cast<const char*>(&n), reinterpret_cast<const char*>(&n) + 8);
-  bytes.insert(bytes.end(), text.begin(), text.end());
-  bytes.insert(bytes.end(), {1, 2, 3});
+  const char int8_values[3] = {1, 2, 3};
   const float values[2] = {1.5f, -2.25f};
-  bytes.insert(bytes.end(), reinterpret_cast<const char*>(values), reinterpret_cast<const char*>(values) + 8);
+  std::vector<char> bytes;
+  for (auto [data, size] : {std::pair<const void*, size_t>{&n, 8}, {text.data(), text.size()},
+                            {int8_values, 3}, {values, sizeof(values)}}) {
+    const size_t at = bytes.size();
+    bytes.resize(at + size);
+    std::memcpy(bytes.data() + at, data, size);
+  }
   const std::string path = test::scratch_dir("safetensors_misaligned") + "/odd.safetensors";
   write_bytes(path, bytes);
   KUIPER_ASSERT_OK_AND_ASSIGN(SafetensorsFile file, SafetensorsFile::open(path));

@@ -194,10 +194,10 @@ void append(std::vector<char>& out, const Tensor& t) {
 // KuiperLLama export.py --version 3, written from its documented layout.
 std::vector<char> make_kuiper_v3_file(const Checkpoint& fp32, const Checkpoint& q, int group) {
   const LlamaConfig& c = fp32.config;
-  std::vector<char> out;
   const int32_t header[] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
                             c.shared_classifier ? c.vocab_size : -c.vocab_size, c.max_seq_len, group};
-  out.insert(out.end(), reinterpret_cast<const char*>(header), reinterpret_cast<const char*>(header) + sizeof(header));
+  const char* header_bytes = reinterpret_cast<const char*>(header);
+  std::vector<char> out(header_bytes, header_bytes + sizeof(header));
   for (auto member : {&LlamaLayerWeights::wq, &LlamaLayerWeights::wk, &LlamaLayerWeights::wv, &LlamaLayerWeights::wo,
                       &LlamaLayerWeights::w1, &LlamaLayerWeights::w2, &LlamaLayerWeights::w3}) {
     for (const auto& l : q.weights.layers) {
