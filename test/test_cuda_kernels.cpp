@@ -481,24 +481,35 @@ TEST_F(CudaAttention, PrefillGivesZerosForPositionsOutsideTheCache) {
 }
 
 TEST_F(CudaKernels, SwigluAndAddMatchCpuAlsoInPlace) {
+  // n is not a multiple of 4: the kernels' 4-wide loop leaves a tail. Offset 1 makes every
+  // operand a view that is not 16-byte aligned, which takes the 1-wide loop.
   const int64_t n = 11008 + 3;
   const Tensor a = test::random_tensor({n}, rng_, -6.f, 6.f);
   const Tensor b = test::random_tensor({n}, rng_);
-  Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {n}).value();
-  const Tensor gpu_b = upload(b);
+  Tensor expected_swiglu = Tensor::zeros_cpu(DataType::kFP32, {n}).value();
+  Tensor expected_sum = Tensor::zeros_cpu(DataType::kFP32, {n}).value();
+  KUIPER_ASSERT_OK(cpu_.swiglu(a, b, expected_swiglu, nullptr));
+  KUIPER_ASSERT_OK(cpu_.add(a, b, expected_sum, nullptr));
+  // `t` uploaded at element `offset` of a longer device buffer, as a view of n elements.
+  const auto upload_at = [&](const Tensor& t, int64_t offset) {
+    Tensor padded = Tensor::zeros_cpu(DataType::kFP32, {n + offset}).value();
+    std::memcpy(padded.data<float>() + offset, t.data<float>(), n * sizeof(float));
+    return upload(padded).slice(offset, offset + n).value();
+  };
+  for (int64_t offset : {0, 1}) {
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    const Tensor gpu_a = upload_at(a, offset), gpu_b = upload_at(b, offset);
+    Tensor out = upload_at(Tensor::zeros_cpu(DataType::kFP32, {n}).value(), offset);
+    KUIPER_ASSERT_OK(gpu_.swiglu(gpu_a, gpu_b, out, nullptr));
+    EXPECT_LT(error_vs(download(out), expected_swiglu), 1e-6);
+    Tensor gate = upload_at(a, offset);
+    KUIPER_ASSERT_OK(gpu_.swiglu(gate, gpu_b, gate, nullptr));
+    EXPECT_LT(error_vs(download(gate), expected_swiglu), 1e-6);
 
-  KUIPER_ASSERT_OK(cpu_.swiglu(a, b, expected, nullptr));
-  Tensor out = poisoned_gpu({n});
-  KUIPER_ASSERT_OK(gpu_.swiglu(upload(a), gpu_b, out, nullptr));
-  EXPECT_LT(error_vs(download(out), expected), 1e-6);
-  Tensor gate = upload(a);
-  KUIPER_ASSERT_OK(gpu_.swiglu(gate, gpu_b, gate, nullptr));
-  EXPECT_LT(error_vs(download(gate), expected), 1e-6);
-
-  KUIPER_ASSERT_OK(cpu_.add(a, b, expected, nullptr));
-  Tensor sum = upload(a);
-  KUIPER_ASSERT_OK(gpu_.add(sum, gpu_b, sum, nullptr));
-  EXPECT_EQ(error_vs(download(sum), expected), 0.0);
+    Tensor sum = upload_at(a, offset);
+    KUIPER_ASSERT_OK(gpu_.add(sum, gpu_b, sum, nullptr));
+    EXPECT_EQ(error_vs(download(sum), expected_sum), 0.0);
+  }
 }
 
 TEST_F(CudaKernels, ArgmaxFindsTheFirstLargest) {

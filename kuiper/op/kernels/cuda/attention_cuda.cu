@@ -23,7 +23,6 @@ namespace {
 // of at least kMinSplitRows rows and at most kMaxSplits ranges; blocks past the length exit at
 // once, which costs far less than the parallelism short ranges give long contexts.
 constexpr int kMinSplitRows = 64;
-constexpr int kMaxGridZ = 65535;
 
 // Asks once per cache type for the largest shared-memory carveout: with the driver's default
 // pick, fewer blocks than shared memory allows may be resident at once.
@@ -132,10 +131,10 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
   const int hd = shape.head_dim;
   const int64_t tokens = positions.numel();
-  if (hd % 2 != 0 || hd > kMaxHeadDim || tokens > kMaxGridZ) {
+  if (hd % 2 != 0 || hd > kMaxHeadDim || tokens > kMaxGridY) {
     return unsupported("cuda attention needs an even head_dim up to " +
                        std::to_string(kMaxHeadDim) + " and at most " +
-                       std::to_string(kMaxGridZ) + " rows, got head_dim " + std::to_string(hd) +
+                       std::to_string(kMaxGridY) + " rows, got head_dim " + std::to_string(hd) +
                        " and " + std::to_string(tokens) + " rows");
   }
   if (tokens == 0) return ok_status();

@@ -3,26 +3,33 @@
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
-#include "kuiper/op/kernels/cuda/launch.cuh"
+#include "kuiper/op/kernels/cuda/elementwise_loop.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
 
 constexpr int kArgmaxThreads = 1024;
 
+template <int kWidth>
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const float g = gate[i];
-    out[i] = g / (1.f + expf(-g)) * up[i];
-  }
+  for_each_group<kWidth>(n, [&]<int W>(int64_t i) {
+    const Floats<W> g = Floats<W>::load(gate + i), u = Floats<W>::load(up + i);
+    Floats<W> y;
+#pragma unroll
+    for (int k = 0; k < W; ++k) y.v[k] = g.v[k] / (1.f + expf(-g.v[k])) * u.v[k];
+    y.store(out + i);
+  });
 }
 
+template <int kWidth>
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = a[i] + b[i];
-  }
+  for_each_group<kWidth>(n, [&]<int W>(int64_t i) {
+    const Floats<W> x = Floats<W>::load(a + i), y = Floats<W>::load(b + i);
+    Floats<W> sum;
+#pragma unroll
+    for (int k = 0; k < W; ++k) sum.v[k] = x.v[k] + y.v[k];
+    sum.store(out + i);
+  });
 }
 
 struct Candidate {
@@ -69,8 +76,10 @@ Status check_same(const Tensor& a, const Tensor& b, const Tensor& out, const cha
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) {
   KUIPER_RETURN_IF_ERROR(check_same(gate, up, out, "swiglu"));
   const int64_t n = out.numel();
-  swiglu_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
-      gate.data<float>(), up.data<float>(), out.data<float>(), n);
+  launch_by_width(n, {gate.raw_data(), up.raw_data(), out.raw_data()}, [&](auto width, unsigned blocks) {
+    swiglu_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+        gate.data<float>(), up.data<float>(), out.data<float>(), n);
+  });
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu");
   return ok_status();
 }
@@ -78,8 +87,10 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) 
 Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream) {
   KUIPER_RETURN_IF_ERROR(check_same(a, b, out, "add"));
   const int64_t n = out.numel();
-  add_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
-      a.data<float>(), b.data<float>(), out.data<float>(), n);
+  launch_by_width(n, {a.raw_data(), b.raw_data(), out.raw_data()}, [&](auto width, unsigned blocks) {
+    add_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+        a.data<float>(), b.data<float>(), out.data<float>(), n);
+  });
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("add");
   return ok_status();
 }

@@ -12,6 +12,7 @@
 namespace kuiper::op::cuda {
 
 inline constexpr int kElementwiseThreads = 256;
+inline constexpr int64_t kMaxGridY = 65535;  // the limit on gridDim.y (and z)
 
 // Enough blocks to give every element a thread, capped: kernels loop (grid-stride) beyond it.
 inline unsigned elementwise_blocks(int64_t n) {

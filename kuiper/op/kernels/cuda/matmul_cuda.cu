@@ -12,7 +12,7 @@
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/device_scratch.cuh"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
-#include "kuiper/op/kernels/cuda/launch.cuh"
+#include "kuiper/op/kernels/cuda/elementwise_loop.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
@@ -51,12 +51,9 @@ StatusOr<CublasContext*> cublas_context() {
   return &ctx;
 }
 
-template <typename T>
+template <typename T, int kWidth>
 __global__ void round_activations_kernel(const float* in, T* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = from_float<T>(in[i]);
-  }
+  for_each_group<kWidth>(n, [&]<int W>(int64_t i) { Floats<W>::load(in + i).store_rounded(out + i); });
 }
 
 template <typename T>
@@ -74,8 +71,10 @@ Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
   if constexpr (!std::is_same_v<T, float>) {
     const int64_t n = in.numel();
     KUIPER_ASSIGN_OR_RETURN(void* scratch, rounded_activations.get(n * sizeof(T)));
-    round_activations_kernel<T><<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(
-        in.data<float>(), static_cast<T*>(scratch), n);
+    launch_by_width(n, {in.raw_data(), scratch}, [&](auto width, unsigned blocks) {
+      round_activations_kernel<T, width()><<<blocks, kElementwiseThreads, 0, stream>>>(
+          in.data<float>(), static_cast<T*>(scratch), n);
+    });
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("round activations");
     b = scratch;
   }

@@ -1,0 +1,77 @@
+// The loop of the element-wise kernels over fp32 vectors: four elements per thread step where
+// every pointer is 16-byte aligned, one otherwise. With one 4-byte access per thread the
+// prefill's element-wise kernels ran at 1.7-2 TB/s on an H200. Per LLaMA-2-7B layer at 512
+// tokens, 4-wide: GEMM input rounding 7.0 -> 4.2 µs (five per layer), swiglu 32.6 -> 16.0 µs;
+// with the rope/KV kernel's 2-d grid (rope_kv.cu), prefill 37,131 -> 40,599 tokens/s.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "kuiper/op/kernels/cuda/element_types.cuh"
+#include "kuiper/op/kernels/cuda/launch.cuh"
+
+namespace kuiper::op::cuda {
+
+// kWidth consecutive fp32 values, loaded and stored in one access when kWidth is 4.
+template <int kWidth>
+struct Floats {
+  static_assert(kWidth == 1 || kWidth == 4);
+  float v[kWidth];
+
+  __device__ static Floats load(const float* p) {
+    Floats f;
+    if constexpr (kWidth == 4) {
+      const float4 q = *reinterpret_cast<const float4*>(p);
+      f.v[0] = q.x; f.v[1] = q.y; f.v[2] = q.z; f.v[3] = q.w;
+    } else {
+      f.v[0] = *p;
+    }
+    return f;
+  }
+  __device__ void store(float* p) const {
+    if constexpr (kWidth == 4) {
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+      *p = v[0];
+    }
+  }
+  // Rounded to the 16-bit type T, four values in one 8-byte store.
+  template <typename T>
+  __device__ void store_rounded(T* p) const {
+    if constexpr (kWidth == 4 && sizeof(T) == 2) {
+      T packed[4] = {from_float<T>(v[0]), from_float<T>(v[1]), from_float<T>(v[2]), from_float<T>(v[3])};
+      *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(packed);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) p[k] = from_float<T>(v[k]);
+    }
+  }
+};
+
+// Calls step.template operator()<W>(i) for every element index i of [0, n): W = kWidth for
+// the whole groups, then W = 1 for the last n % kWidth elements. Grid-stride.
+template <int kWidth, typename Step>
+__device__ __forceinline__ void for_each_group(int64_t n, Step&& step) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t whole = n / kWidth * kWidth;
+  for (int64_t i = first * kWidth; i < whole; i += stride * kWidth) step.template operator()<kWidth>(i);
+  for (int64_t i = whole + first; i < n; i += stride) step.template operator()<1>(i);
+}
+
+// Calls launch(width, blocks) with width a std::integral_constant<int, 4> when every pointer
+// is 16-byte aligned, else <int, 1>, and enough blocks for n / width steps.
+template <typename Launch>
+void launch_by_width(int64_t n, std::initializer_list<const void*> pointers, Launch&& launch) {
+  bool quads = true;
+  for (const void* p : pointers) quads = quads && aligned_to(p, 16);
+  if (quads) {
+    launch(std::integral_constant<int, 4>{}, elementwise_blocks((n + 3) / 4));
+  } else {
+    launch(std::integral_constant<int, 1>{}, elementwise_blocks(n));
+  }
+}
+
+}  // namespace kuiper::op::cuda
