@@ -231,6 +231,70 @@ TEST_F(CudaKernels, MatmulMatchesCpuForEveryWeightType) {
   }
 }
 
+// The CUDA fp16/bf16 matmuls also take their input already in the weight's type
+// (KernelTable::matmul_input): the GEMM then skips its own rounding pass, and gives the same
+// bits as from the fp32 input it would have rounded. One token goes to cuBLAS too (the GEMV
+// reads fp32 only).
+TEST_F(CudaKernels, MatmulTakesItsInputAlreadyRounded) {
+  EXPECT_EQ(gpu_.matmul_input[at(DataType::kBF16)], DataType::kBF16);
+  EXPECT_EQ(gpu_.matmul_input[at(DataType::kFP16)], DataType::kFP16);
+  EXPECT_EQ(gpu_.matmul_input[at(DataType::kFP32)], DataType::kFP32);
+  EXPECT_EQ(cpu_.matmul_input[at(DataType::kBF16)], DataType::kFP32);
+  for (DataType dtype : {DataType::kFP16, DataType::kBF16}) {
+    for (const MatmulCase& c : {MatmulCase{37, 1001, 1}, MatmulCase{129, 1000, 7}, MatmulCase{512, 256, 64}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " tokens " + std::to_string(c.tokens));
+      const op::Weight w{round_to(test::random_tensor({c.rows, c.cols}, rng_), dtype), {}, 0};
+      const Tensor in = test::random_tensor({c.tokens, c.cols}, rng_);
+      const Tensor rounded = round_to(in, dtype);
+      Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {c.tokens, c.rows}).value();
+      KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](widen(rounded), w, expected, nullptr));
+      const op::Weight gpu_w{upload(w.values), {}, 0};
+      Tensor out = poisoned_gpu({c.tokens, c.rows});
+      KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(rounded), gpu_w, out, nullptr));
+      const Tensor got = download(out);
+      EXPECT_LT(error_vs(got, expected), dtype == DataType::kBF16 ? 1e-2 : 2e-3);
+      if (c.tokens > 1) {
+        Tensor from_fp32 = poisoned_gpu({c.tokens, c.rows});
+        KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(in), gpu_w, from_fp32, nullptr));
+        EXPECT_EQ(error_vs(got, download(from_fp32)), 0.0);
+      }
+    }
+  }
+  // A 16-bit input of another type than the weight's is refused.
+  const op::Weight w{upload(round_to(test::random_tensor({8, 16}, rng_), DataType::kBF16)), {}, 0};
+  Tensor out = poisoned_gpu({2, 8});
+  EXPECT_FALSE(gpu_.matmul[at(DataType::kBF16)](upload(round_to(test::random_tensor({2, 16}, rng_), DataType::kFP16)),
+                                                w, out, nullptr).ok());
+}
+
+// Norms and swiglu write a 16-bit output as their fp32 result rounded (the GEMM input they feed).
+TEST_F(CudaKernels, NormsAndSwigluRoundInto16BitOutputs) {
+  for (DataType dtype : {DataType::kFP16, DataType::kBF16}) {
+    for (int64_t dim : {77, 4096}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim));
+      const Tensor in = test::random_tensor({3, dim}, rng_);
+      const Tensor delta = test::random_tensor({3, dim}, rng_);
+      const Tensor gpu_weight = upload(test::random_tensor({dim}, rng_, 0.5f, 1.5f));
+      Tensor fp32_out = poisoned_gpu({3, dim});
+      KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, fp32_out, nullptr));
+      Tensor half_out = upload(round_to(Tensor::zeros_cpu(DataType::kFP32, {3, dim}).value(), dtype));
+      KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, half_out, nullptr));
+      EXPECT_EQ(error_vs(widen(download(half_out)), widen(round_to(download(fp32_out), dtype))), 0.0);
+
+      Tensor x32 = upload(in), x16 = upload(in);
+      KUIPER_ASSERT_OK(gpu_.add_rmsnorm(x32, upload(delta), gpu_weight, 1e-5f, fp32_out, nullptr));
+      KUIPER_ASSERT_OK(gpu_.add_rmsnorm(x16, upload(delta), gpu_weight, 1e-5f, half_out, nullptr));
+      EXPECT_EQ(error_vs(widen(download(half_out)), widen(round_to(download(fp32_out), dtype))), 0.0);
+      EXPECT_EQ(error_vs(download(x16), download(x32)), 0.0);
+
+      const Tensor gate = upload(test::random_tensor({3, dim}, rng_, -6.f, 6.f));
+      KUIPER_ASSERT_OK(gpu_.swiglu(gate, upload(delta), fp32_out, nullptr));
+      KUIPER_ASSERT_OK(gpu_.swiglu(gate, upload(delta), half_out, nullptr));
+      EXPECT_EQ(error_vs(widen(download(half_out)), widen(round_to(download(fp32_out), dtype))), 0.0);
+    }
+  }
+}
+
 // The decode GEMV starts streaming weights while the kernel before it still runs (launch.cuh);
 // its input must still be read only once that kernel is done. Queued back to back on one
 // stream, a GEMV reading early would see the NaN poison instead of the norm's output.
@@ -261,7 +325,8 @@ TEST_F(CudaKernels, GemvReadsWhatTheKernelBeforeItWrote) {
 }
 
 TEST_F(CudaKernels, RmsNormMatchesCpuAlsoInPlace) {
-  for (int64_t dim : {1, 77, 4097}) {
+  // dim a multiple of 4 takes the 4-wide loop, others the 1-wide one.
+  for (int64_t dim : {1, 77, 260, 4096, 4097}) {
     const Tensor in = test::random_tensor({3, dim}, rng_);
     const Tensor weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {3, dim}).value();
@@ -277,7 +342,7 @@ TEST_F(CudaKernels, RmsNormMatchesCpuAlsoInPlace) {
 }
 
 TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
-  for (int64_t dim : {1, 77, 4097}) {
+  for (int64_t dim : {1, 77, 260, 4096, 4097}) {
     Tensor x = test::random_tensor({3, dim}, rng_);
     const Tensor delta = test::random_tensor({3, dim}, rng_);
     const Tensor weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);

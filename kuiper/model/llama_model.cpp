@@ -84,6 +84,7 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   // zero-copy views of the mapped file.
   const op::KernelTable& table = op::kernel_table(device_);
   fused_ = table.decode_gemv[static_cast<int>(weight_dtype_)] != nullptr && table.rope_kv_store != nullptr;
+  matmul_input_dtype_ = table.matmul_input[static_cast<int>(weight_dtype_)];
 
   const LlamaWeights& w = checkpoint.weights;
   Allocator& alloc = *allocator_;
@@ -159,6 +160,7 @@ Status LlamaModel::check_device_memory() const {
   if (weight_dtype_ == DataType::kINT8) needed += matrix_elements / 8;  // scales, generous
   needed += 2 * static_cast<size_t>(c.n_layers) * context_ * kv * dtype_size(kv_dtype_);
   needed += static_cast<size_t>(max_batch_) * (4 * dim + 3 * q_dim + 2 * kv + 2 * c.hidden_dim + c.vocab_size) * 4;
+  needed += static_cast<size_t>(max_batch_) * (dim + c.hidden_dim) * dtype_size(matmul_input_dtype_);
   KUIPER_ASSIGN_OR_RETURN(DeviceMemoryInfo info, cuda_memory_info());
   if (needed > info.free_bytes) {
     return resource_exhausted(
@@ -192,6 +194,13 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
   KUIPER_ASSIGN_OR_RETURN(full_.hb, f32({rows, config_.hidden_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.hb2, f32({rows, config_.hidden_dim}));
+  if (matmul_input_dtype_ == DataType::kFP32) {
+    full_.xn = full_.xb;
+    full_.hn = full_.hb;
+  } else {
+    KUIPER_ASSIGN_OR_RETURN(full_.xn, Tensor::empty(matmul_input_dtype_, {rows, dim}, alloc));
+    KUIPER_ASSIGN_OR_RETURN(full_.hn, Tensor::empty(matmul_input_dtype_, {rows, config_.hidden_dim}, alloc));
+  }
   KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
   if (fused_) {
@@ -215,6 +224,8 @@ StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
   KUIPER_ASSIGN_OR_RETURN(a.v, full_.v.slice(0, rows));
   KUIPER_ASSIGN_OR_RETURN(a.hb, full_.hb.slice(0, rows));
   KUIPER_ASSIGN_OR_RETURN(a.hb2, full_.hb2.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.xn, full_.xn.slice(0, rows));
+  KUIPER_ASSIGN_OR_RETURN(a.hn, full_.hn.slice(0, rows));
   if (!full_.qkv.is_empty()) {
     KUIPER_ASSIGN_OR_RETURN(a.qkv, full_.qkv.slice(0, rows));
   }
@@ -255,34 +266,35 @@ Status LlamaModel::upload_inputs(std::span<const int32_t> tokens, int start_pos,
 }
 
 Status LlamaModel::run_layers(const Activations& a) {
-  Tensor x = a.x, xb = a.xb, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb, hb2 = a.hb2,
-         qkv = a.qkv;
+  Tensor x = a.x, xb = a.xb, xn = a.xn, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb,
+         hb2 = a.hb2, hn = a.hn, qkv = a.qkv;
   KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, x, stream_));
-  // Each residual add is fused into the norm after it; xb carries the pending residual.
+  // Each residual add is fused into the norm after it; xb carries the pending residual. The
+  // norms and swiglu write the matmul inputs (xn, hn) in the matmuls' input dtype.
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = layers_[l];
     if (l == 0) {
-      KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward(x, xb, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward(x, xn, stream_));
     } else {
-      KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward_residual(x, xb, xb, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward_residual(x, xb, xn, stream_));
     }
     if (fused_) {
-      KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(xb, qkv, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(xn, qkv, stream_));
       KUIPER_RETURN_IF_ERROR(rope_.forward_stacked(qkv, a.positions, q, layer.k_cache, layer.v_cache, stream_));
       KUIPER_RETURN_IF_ERROR(attention_.attend(q, a.positions, layer.k_cache, layer.v_cache, att, stream_));
     } else {
-      KUIPER_RETURN_IF_ERROR(layer.wq.forward(xb, q, stream_));
-      KUIPER_RETURN_IF_ERROR(layer.wk.forward(xb, k, stream_));
-      KUIPER_RETURN_IF_ERROR(layer.wv.forward(xb, v, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.wq.forward(xn, q, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.wk.forward(xn, k, stream_));
+      KUIPER_RETURN_IF_ERROR(layer.wv.forward(xn, v, stream_));
       KUIPER_RETURN_IF_ERROR(rope_.forward(q, k, a.positions, stream_));
       KUIPER_RETURN_IF_ERROR(attention_.forward(q, k, v, a.positions, layer.k_cache, layer.v_cache, att, stream_));
     }
     KUIPER_RETURN_IF_ERROR(layer.wo.forward(att, xb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward_residual(x, xb, xb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w1.forward(xb, hb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w3.forward(xb, hb2, stream_));
-    KUIPER_RETURN_IF_ERROR(op::swiglu(hb, hb2, hb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w2.forward(hb, xb, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward_residual(x, xb, xn, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.w1.forward(xn, hb, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.w3.forward(xn, hb2, stream_));
+    KUIPER_RETURN_IF_ERROR(op::swiglu(hb, hb2, hn, stream_));
+    KUIPER_RETURN_IF_ERROR(layer.w2.forward(hn, xb, stream_));
   }
   return op::add(x, xb, x, stream_);
 }

@@ -69,6 +69,10 @@ class LlamaModel {
     Tensor q, attention;                  // [rows, n_heads * head_dim]
     Tensor k, v;                          // [rows, kv_dim]
     Tensor hb, hb2;                       // [rows, hidden_dim]
+    // The matmul inputs the norms and swiglu write, in the matmuls' input dtype
+    // (KernelTable::matmul_input); views of xb and hb where that is fp32.
+    Tensor xn;                            // [rows, dim]
+    Tensor hn;                            // [rows, hidden_dim]
     Tensor qkv;                           // [rows, q_dim + 2 kv_dim], fused only
   };
 
@@ -113,6 +117,7 @@ class LlamaModel {
   // The device runs the fused kernels (decode_gemv, rope_kv_store) over stacked wq|wk|wv and
   // w1|w3 (kernel_table.h).
   bool fused_ = false;
+  DataType matmul_input_dtype_ = DataType::kFP32;  // the table's matmul_input for the weights
   Tensor decode_sumsq_;       // fused decode: sums of squares of x handed to the next norm
   Tensor logits_;             // [vocab]
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call

@@ -29,16 +29,18 @@ struct AttentionShape {
 using EmbeddingKernel = Status (*)(const Tensor& tokens, const Weight& table, Tensor& out,
                                    Stream stream);
 
-// out[T, rows] = in[T, cols] · weightᵀ. The decode case (T = 1) is a GEMV.
+// out[T, rows] = in[T, cols] · weightᵀ. The decode case (T = 1) is a GEMV. in is fp32, or the
+// table's matmul_input dtype for the weight dtype.
 using MatmulKernel = Status (*)(const Tensor& in, const Weight& weight, Tensor& out,
                                 Stream stream);
 
-// out[t] = in[t] / sqrt(mean(in[t]²) + eps) * weight. out may alias in.
+// out[t] = in[t] / sqrt(mean(in[t]²) + eps) * weight. out may alias in. out is fp32, or (CUDA)
+// fp16/bf16, rounded from the fp32 result.
 using RmsNormKernel = Status (*)(const Tensor& in, const Tensor& weight, float eps, Tensor& out,
                                  Stream stream);
 
 // x += delta, then out = rmsnorm(x) * weight: a residual add fused into the norm that follows
-// it (one pass over x instead of two launches). out may alias delta.
+// it (one pass over x instead of two launches). out may alias delta; its dtype as for RmsNorm.
 using AddRmsNormKernel = Status (*)(Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
                                     Tensor& out, Stream stream);
 
@@ -60,7 +62,7 @@ using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const
                                    const Tensor& positions, const AttentionShape& shape,
                                    Tensor& out, Stream stream);
 
-// out = silu(gate) * up, elementwise. out may alias gate.
+// out = silu(gate) * up, elementwise. out may alias gate; its dtype as for RmsNorm.
 using SwigluKernel = Status (*)(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream);
 
 // out = a + b, elementwise. out may alias a.
@@ -124,6 +126,10 @@ using RopeKvStoreKernel = Status (*)(const Tensor& qkv, const RopeKvTarget& targ
 struct KernelTable {
   EmbeddingKernel embedding[kNumDataTypes] = {};  // by table dtype
   MatmulKernel matmul[kNumDataTypes] = {};        // by weight dtype
+  // By weight dtype, the input dtype its matmul reads without a conversion pass; the model has
+  // the norms and swiglu write the matmul inputs in it. CUDA's fp16/bf16 GEMMs round their
+  // fp32 input to the weight's type first: a pass the producer can do while it writes.
+  DataType matmul_input[kNumDataTypes] = {};      // kFP32 where unset
   RmsNormKernel rmsnorm = nullptr;
   AddRmsNormKernel add_rmsnorm = nullptr;
   RopeKernel rope = nullptr;

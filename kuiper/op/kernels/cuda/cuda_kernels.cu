@@ -18,6 +18,8 @@ KernelTable make_cuda_table() {
   for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
     t.decode_gemv[at(d)] = cuda::decode_gemv;
   }
+  t.matmul_input[at(DataType::kFP16)] = DataType::kFP16;
+  t.matmul_input[at(DataType::kBF16)] = DataType::kBF16;
   t.embedding[at(DataType::kINT8)] = cuda::embedding_int8;
   t.matmul[at(DataType::kINT8)] = cuda::matmul_int8;
   t.rmsnorm = cuda::rmsnorm;

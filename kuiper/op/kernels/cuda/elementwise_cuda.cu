@@ -10,14 +10,14 @@ namespace {
 
 constexpr int kArgmaxThreads = 1024;
 
-template <int kWidth>
-__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+template <int kWidth, typename Out>
+__global__ void swiglu_kernel(const float* gate, const float* up, Out* out, int64_t n) {
   for_each_group<kWidth>(n, [&]<int W>(int64_t i) {
     const Floats<W> g = Floats<W>::load(gate + i), u = Floats<W>::load(up + i);
     Floats<W> y;
 #pragma unroll
     for (int k = 0; k < W; ++k) y.v[k] = g.v[k] / (1.f + expf(-g.v[k])) * u.v[k];
-    y.store(out + i);
+    y.store_as(out + i);
   });
 }
 
@@ -74,12 +74,22 @@ Status check_same(const Tensor& a, const Tensor& b, const Tensor& out, const cha
 }  // namespace
 
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) {
-  KUIPER_RETURN_IF_ERROR(check_same(gate, up, out, "swiglu"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(gate, DataType::kFP32, "swiglu gate"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(up, DataType::kFP32, "swiglu up"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "swiglu output"));
+  if (gate.numel() != up.numel() || gate.numel() != out.numel()) {
+    return invalid_argument("swiglu operands differ in size: " + gate.describe() + ", " +
+                            up.describe() + ", " + out.describe());
+  }
   const int64_t n = out.numel();
-  launch_by_width(n, {gate.raw_data(), up.raw_data(), out.raw_data()}, [&](auto width, unsigned blocks) {
-    swiglu_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
-        gate.data<float>(), up.data<float>(), out.data<float>(), n);
-  });
+  KUIPER_RETURN_IF_ERROR(dispatch_float_type(out.dtype(), [&](auto zero) {
+    using Out = decltype(zero);
+    launch_by_width(n, {gate.raw_data(), up.raw_data(), out.raw_data()}, [&](auto width, unsigned blocks) {
+      swiglu_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+          gate.data<float>(), up.data<float>(), static_cast<Out*>(out.raw_data()), n);
+    });
+    return ok_status();
+  }));
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu");
   return ok_status();
 }

@@ -37,15 +37,16 @@ struct Floats {
       *p = v[0];
     }
   }
-  // Rounded to the 16-bit type T, four values in one 8-byte store.
+  // Stored as T (fp32, or rounded to a 16-bit type: four values in one 8-byte store).
   template <typename T>
-  __device__ void store_rounded(T* p) const {
-    if constexpr (kWidth == 4 && sizeof(T) == 2) {
+  __device__ void store_as(T* p) const {
+    if constexpr (std::is_same_v<T, float>) {
+      store(p);
+    } else if constexpr (kWidth == 4) {
       T packed[4] = {from_float<T>(v[0]), from_float<T>(v[1]), from_float<T>(v[2]), from_float<T>(v[3])};
       *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(packed);
     } else {
-#pragma unroll
-      for (int k = 0; k < kWidth; ++k) p[k] = from_float<T>(v[k]);
+      *p = from_float<T>(v[0]);
     }
   }
 };
@@ -61,13 +62,19 @@ __device__ __forceinline__ void for_each_group(int64_t n, Step&& step) {
   for (int64_t i = whole + first; i < n; i += stride) step.template operator()<1>(i);
 }
 
+// Whether every pointer is 16-byte aligned, as the 4-wide loop needs.
+inline bool quads_aligned(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (!aligned_to(p, 16)) return false;
+  }
+  return true;
+}
+
 // Calls launch(width, blocks) with width a std::integral_constant<int, 4> when every pointer
 // is 16-byte aligned, else <int, 1>, and enough blocks for n / width steps.
 template <typename Launch>
 void launch_by_width(int64_t n, std::initializer_list<const void*> pointers, Launch&& launch) {
-  bool quads = true;
-  for (const void* p : pointers) quads = quads && aligned_to(p, 16);
-  if (quads) {
+  if (quads_aligned(pointers)) {
     launch(std::integral_constant<int, 4>{}, elementwise_blocks((n + 3) / 4));
   } else {
     launch(std::integral_constant<int, 1>{}, elementwise_blocks(n));

@@ -53,7 +53,7 @@ StatusOr<CublasContext*> cublas_context() {
 
 template <typename T, int kWidth>
 __global__ void round_activations_kernel(const float* in, T* out, int64_t n) {
-  for_each_group<kWidth>(n, [&]<int W>(int64_t i) { Floats<W>::load(in + i).store_rounded(out + i); });
+  for_each_group<kWidth>(n, [&]<int W>(int64_t i) { Floats<W>::load(in + i).store_as(out + i); });
 }
 
 template <typename T>
@@ -68,7 +68,7 @@ Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
   static DeviceScratch rounded_activations;
   const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
   const void* b = in.raw_data();
-  if constexpr (!std::is_same_v<T, float>) {
+  if (in.dtype() == DataType::kFP32 && !std::is_same_v<T, float>) {  // else in is T already
     const int64_t n = in.numel();
     KUIPER_ASSIGN_OR_RETURN(void* scratch, rounded_activations.get(n * sizeof(T)));
     launch_by_width(n, {in.raw_data(), scratch}, [&](auto width, unsigned blocks) {
@@ -101,9 +101,11 @@ Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
 }  // namespace
 
 Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream) {
-  KUIPER_RETURN_IF_ERROR(expect_cuda(in, DataType::kFP32, "matmul input"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "matmul output"));
   KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(weight.values, "matmul weight"));
+  // fp32, or already in the weight's 16-bit type (the table's matmul_input).
+  KUIPER_RETURN_IF_ERROR(expect_cuda(in, in.dtype() == DataType::kFP32 ? DataType::kFP32 : weight.dtype(),
+                                     "matmul input"));
   if (weight.values.ndim() != 2) {
     return invalid_argument("matmul weight must be 2-d, got " + weight.values.describe());
   }
@@ -117,7 +119,9 @@ Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream
   }
   const int64_t tokens = in.numel() / cols;
   if (tokens == 0 || rows == 0) return ok_status();
-  if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, stream);
+  if (tokens == 1 && in.dtype() == DataType::kFP32) {
+    return decode_gemv({.in = &in, .weight = &weight, .out = &out}, stream);
+  }
   return dispatch_float_type(weight.dtype(), [&](auto zero) {
     return gemm<decltype(zero)>(in, weight, out, as_cuda_stream(stream));
   });

@@ -4,7 +4,7 @@
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
-#include "kuiper/op/kernels/cuda/launch.cuh"
+#include "kuiper/op/kernels/cuda/elementwise_loop.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
@@ -12,22 +12,27 @@ namespace {
 constexpr int kThreads = 512;
 
 // With `delta`, first x += delta (written back to `in`). Each thread touches the same elements
-// in both passes, so `out` may alias `in` or `delta`.
+// in both passes, so `out` may alias `in` or `delta`. kWidth elements per access (4 where every
+// row starts 16-byte aligned: 512 x 4096 with the residual, 9.9 -> 8.3 µs on an H200); out is
+// stored as Out (fp32, or rounded for a 16-bit GEMM input).
+template <int kWidth, typename Out>
 __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(float* in, const float* delta, const float* weight,
-                                                           int64_t dim, float eps, float* out) {
+                                                           int64_t dim, float eps, Out* out) {
   let_next_kernel_start();  // the GEMV after it may start streaming weights (launch.cuh)
+  using F = Floats<kWidth>;
   float* x = in + blockIdx.x * dim;
-  float* y = out + blockIdx.x * dim;
+  Out* y = out + blockIdx.x * dim;
   float sum_sq = 0.f;
-  if (delta != nullptr) {
-    const float* d = delta + blockIdx.x * dim;
-    for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-      const float v = x[i] + d[i];
-      x[i] = v;
-      sum_sq += v * v;
+  for (int64_t i = threadIdx.x * kWidth; i < dim; i += kThreads * kWidth) {
+    F v = F::load(x + i);
+    if (delta != nullptr) {
+      const F d = F::load(delta + blockIdx.x * dim + i);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) v.v[k] += d.v[k];
+      v.store(x + i);
     }
-  } else {
-    for (int64_t i = threadIdx.x; i < dim; i += kThreads) sum_sq += x[i] * x[i];
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) sum_sq += v.v[k] * v.v[k];
   }
   using Reduce = cub::BlockReduce<float, kThreads>;
   __shared__ typename Reduce::TempStorage storage;
@@ -35,14 +40,20 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(float* in, const floa
   const float total = Reduce(storage).Sum(sum_sq);
   if (threadIdx.x == 0) scale = rsqrtf(total / static_cast<float>(dim) + eps);
   __syncthreads();  // every thread reads x before any writes y: out may alias in
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) y[i] = x[i] * scale * weight[i];
+  for (int64_t i = threadIdx.x * kWidth; i < dim; i += kThreads * kWidth) {
+    F v = F::load(x + i);
+    const F g = F::load(weight + i);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) v.v[k] = v.v[k] * scale * g.v[k];
+    v.store_as(y + i);
+  }
 }
 
 Status launch_rmsnorm(const Tensor& in, const float* delta, const Tensor& weight, float eps, Tensor& out,
                       Stream stream) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(in, DataType::kFP32, "rmsnorm input"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(weight, DataType::kFP32, "rmsnorm weight"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "rmsnorm output"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "rmsnorm output"));
   const int64_t dim = weight.numel();
   if (dim == 0 || in.numel() % dim != 0 || out.numel() != in.numel()) {
     return invalid_argument("rmsnorm shapes do not fit: input " + in.describe() + ", weight " +
@@ -50,8 +61,21 @@ Status launch_rmsnorm(const Tensor& in, const float* delta, const Tensor& weight
   }
   const int64_t rows = in.numel() / dim;
   if (rows == 0) return ok_status();
-  rmsnorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, as_cuda_stream(stream)>>>(
-      in.data<float>(), delta, weight.data<float>(), dim, eps, out.data<float>());
+  // Every row starts 16-byte aligned when the first does and dim is a multiple of 4.
+  const bool quads = dim % 4 == 0 && quads_aligned({in.raw_data(), delta != nullptr ? delta : in.raw_data(),
+                                                    weight.raw_data(), out.raw_data()});
+  const auto blocks = static_cast<unsigned>(rows);
+  const cudaStream_t s = as_cuda_stream(stream);
+  KUIPER_RETURN_IF_ERROR(dispatch_float_type(out.dtype(), [&](auto zero) {
+    using Out = decltype(zero);
+    Out* y = static_cast<Out*>(out.raw_data());
+    if (quads) {
+      rmsnorm_kernel<4><<<blocks, kThreads, 0, s>>>(in.data<float>(), delta, weight.data<float>(), dim, eps, y);
+    } else {
+      rmsnorm_kernel<1><<<blocks, kThreads, 0, s>>>(in.data<float>(), delta, weight.data<float>(), dim, eps, y);
+    }
+    return ok_status();
+  }));
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("rmsnorm");
   return ok_status();
 }
