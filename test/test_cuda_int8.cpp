@@ -63,6 +63,8 @@ TEST_F(CudaInt8, PrefillMatchesCpu) {
   EXPECT_LT(matmul_error(300, 128, 32, 17), 1e-2);
   EXPECT_LT(matmul_error(64, 172, 64, 5), 1e-2);
   EXPECT_LT(matmul_error(1024, 768, 64, 128), 1e-2);
+  EXPECT_LT(matmul_error(6, 40, 8, 5), 1e-2);  // group below 16: weights dequantized one at a time
+  EXPECT_LT(matmul_error(7, 40, 8, 3), 1e-2);  // and a count not a multiple of 16
 }
 
 TEST_F(CudaInt8, RefusesMalformedWeights) {
