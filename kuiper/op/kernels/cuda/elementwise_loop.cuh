@@ -43,7 +43,7 @@ struct Floats {
     if constexpr (std::is_same_v<T, float>) {
       store(p);
     } else if constexpr (kWidth == 4) {
-      T packed[4] = {from_float<T>(v[0]), from_float<T>(v[1]), from_float<T>(v[2]), from_float<T>(v[3])};
+      alignas(8) T packed[4] = {from_float<T>(v[0]), from_float<T>(v[1]), from_float<T>(v[2]), from_float<T>(v[3])};
       *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(packed);
     } else {
       *p = from_float<T>(v[0]);

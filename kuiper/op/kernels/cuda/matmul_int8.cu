@@ -28,7 +28,7 @@ __global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const float
     if constexpr (kWidth == 16) {
       const uint4 bytes = *reinterpret_cast<const uint4*>(q + i);
       const auto* b = reinterpret_cast<const int8_t*>(&bytes);
-      __nv_bfloat162 pairs[8];
+      alignas(16) __nv_bfloat162 pairs[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         pairs[k] = __floats2bfloat162_rn(static_cast<float>(b[2 * k]) * scale,
