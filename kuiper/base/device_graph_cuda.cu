@@ -52,20 +52,24 @@ StatusOr<double> cuda_copy_bandwidth_gbs(size_t bytes) {
   void* dst = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   std::vector<float> ms;
-  Status status = cuda_status(cudaMalloc(&src, bytes), "cudaMalloc");
-  if (status.ok()) status = cuda_status(cudaMalloc(&dst, bytes), "cudaMalloc");
-  if (status.ok()) status = cuda_status(cudaMemset(src, 0x3c, bytes), "cudaMemset");  // not zeros
-  if (status.ok()) status = cuda_status(cudaEventCreate(&start), "cudaEventCreate");
-  if (status.ok()) status = cuda_status(cudaEventCreate(&stop), "cudaEventCreate");
-  for (int rep = 0; status.ok() && rep < 12; ++rep) {
-    cudaEventRecord(start);
-    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(stop);
-    status = cuda_status(cudaEventSynchronize(stop), "copy bandwidth");
-    float t = 0;
-    cudaEventElapsedTime(&t, start, stop);
-    if (rep >= 2) ms.push_back(t);  // the first copies warm up
-  }
+  // Everything allocated here is released below, whichever step fails.
+  const Status status = [&]() -> Status {
+    KUIPER_RETURN_IF_ERROR(cuda_status(cudaMalloc(&src, bytes), "cudaMalloc"));
+    KUIPER_RETURN_IF_ERROR(cuda_status(cudaMalloc(&dst, bytes), "cudaMalloc"));
+    KUIPER_RETURN_IF_ERROR(cuda_status(cudaMemset(src, 0x3c, bytes), "cudaMemset"));  // not zeros
+    KUIPER_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&start), "cudaEventCreate"));
+    KUIPER_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&stop), "cudaEventCreate"));
+    for (int rep = 0; rep < 12; ++rep) {
+      cudaEventRecord(start);
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
+      cudaEventRecord(stop);
+      KUIPER_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(stop), "copy bandwidth"));
+      float t = 0;
+      cudaEventElapsedTime(&t, start, stop);
+      if (rep >= 2) ms.push_back(t);  // the first copies warm up
+    }
+    return ok_status();
+  }();
   if (start) cudaEventDestroy(start);
   if (stop) cudaEventDestroy(stop);
   cudaFree(src);
