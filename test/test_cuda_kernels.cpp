@@ -610,7 +610,7 @@ class CudaDecodeGemv : public CudaKernels {
     Tensor scaled, sumsq;
   };
   NormedInput normed_input(const Tensor& x, const Tensor& g) {
-    const int64_t n = x.numel(), runs = (n + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun;
+    const int64_t n = x.numel(), runs = op::decode_sumsq_runs(n);
     Tensor scaled = Tensor::zeros_cpu(DataType::kFP32, x.shape()).value();
     Tensor sumsq = Tensor::zeros_cpu(DataType::kFP32, {runs}).value();
     for (int64_t i = 0; i < n; ++i) {
@@ -668,7 +668,7 @@ TEST_F(CudaDecodeGemv, AccumulateHandsTheNormToTheNextGemv) {
 
       const Tensor gpu_x = upload(x), gpu_g = upload(g);
       Tensor sum = upload(residual), normed = poisoned_gpu({rows});
-      Tensor sumsq = poisoned_gpu({(rows + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun});
+      Tensor sumsq = poisoned_gpu({op::decode_sumsq_runs(rows)});
       op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kAccumulate,
                           .out = &sum, .next_norm_weight = &gpu_g, .next_normed = &normed,
                           .next_sumsq = &sumsq, .rope_kv = {}};

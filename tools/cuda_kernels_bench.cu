@@ -137,13 +137,12 @@ double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tenso
   a.x = x.data<float>();
   a.out = y.data<float>();
   // A norm-fed GEMV reads sums of squares and writes nothing more; an accumulate hands a norm on.
-  const auto runs = [](int n) { return (n + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun; };
-  const Tensor sumsq = random_gpu(DataType::kFP32, {runs(a.cols)}, 9);
+  const Tensor sumsq = random_gpu(DataType::kFP32, {op::decode_sumsq_runs(a.cols)}, 9);
   Tensor next_normed = random_gpu(DataType::kFP32, {a.rows}, 10);
-  Tensor next_sumsq = random_gpu(DataType::kFP32, {runs(a.rows)}, 11);
+  Tensor next_sumsq = random_gpu(DataType::kFP32, {op::decode_sumsq_runs(a.rows)}, 11);
   if (kNorm) {
     a.in_sumsq = sumsq.data<float>();
-    a.sumsq_runs = runs(a.cols);
+    a.sumsq_runs = static_cast<int>(op::decode_sumsq_runs(a.cols));
     a.eps = 1e-5f;
   }
   if (kEpi == op::GemvEpilogue::kAccumulate) {

@@ -204,8 +204,7 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
   if (fused_) {
-    const int64_t runs = (dim + op::kDecodeSumsqRun - 1) / op::kDecodeSumsqRun;
-    KUIPER_ASSIGN_OR_RETURN(decode_sumsq_, f32({runs}));
+    KUIPER_ASSIGN_OR_RETURN(decode_sumsq_, f32({op::decode_sumsq_runs(dim)}));
     KUIPER_ASSIGN_OR_RETURN(full_.qkv, f32({rows, q_dim + 2 * kv}));
   }
   host_staging_.resize(2 * static_cast<size_t>(max_batch_));

@@ -87,6 +87,8 @@ enum class GemvEpilogue {
 // rows; the GEMV that reads them scales its y by 1 / rms(out). A norm then costs neither a
 // launch nor a second pass over the vector.
 inline constexpr int kDecodeSumsqRun = 8;
+// How many runs of kDecodeSumsqRun a vector of n elements hands on (the last may be short).
+inline constexpr int64_t decode_sumsq_runs(int64_t n) { return (n + kDecodeSumsqRun - 1) / kDecodeSumsqRun; }
 
 // Where stacked q/k/v rows go: q rotated into its output, k rotated and v stored in the caches.
 struct RopeKvTarget {
@@ -103,13 +105,13 @@ struct DecodeGemv {
   const Tensor* in = nullptr;  // fp32, cols elements
   const Weight* weight = nullptr;
   // With a norm, `in` holds x · g and in_sumsq the sums of squares of x over runs (fp32
-  // [ceil(cols / kDecodeSumsqRun)]); y is scaled by 1 / sqrt(mean(x²) + norm_eps).
+  // [decode_sumsq_runs(cols)]); y is scaled by 1 / sqrt(mean(x²) + norm_eps).
   const Tensor* in_sumsq = nullptr;  // null: no norm
   float norm_eps = 0.f;
   GemvEpilogue epilogue = GemvEpilogue::kStore;
   Tensor* out = nullptr;  // fp32
   // kAccumulate only, optional: next_normed = out · next_norm_weight (after the add) and
-  // next_sumsq (fp32 [ceil(rows / kDecodeSumsqRun)]) its sums of squares, as above.
+  // next_sumsq (fp32 [decode_sumsq_runs(rows)]) its sums of squares, as above.
   const Tensor* next_norm_weight = nullptr;
   Tensor* next_normed = nullptr;
   Tensor* next_sumsq = nullptr;

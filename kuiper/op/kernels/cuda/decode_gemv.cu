@@ -82,15 +82,14 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
     return invalid_argument("decode_gemv input " + g.in->describe() + " does not fit weight " +
                             w.values.describe());
   }
-  const auto runs = [](int64_t n) { return (n + kDecodeSumsqRun - 1) / kDecodeSumsqRun; };
   if (g.in_sumsq != nullptr) {
     KUIPER_RETURN_IF_ERROR(expect_cuda(*g.in_sumsq, DataType::kFP32, "decode_gemv input sums of squares"));
-    if (g.in_sumsq->numel() != runs(cols)) {
+    if (g.in_sumsq->numel() != decode_sumsq_runs(cols)) {
       return invalid_argument("decode_gemv input sums of squares " + g.in_sumsq->describe() +
                               " do not fit weight " + w.values.describe());
     }
     a.in_sumsq = g.in_sumsq->data<float>();
-    a.sumsq_runs = static_cast<int>(runs(cols));
+    a.sumsq_runs = static_cast<int>(decode_sumsq_runs(cols));
     a.eps = g.norm_eps;
   }
   if (g.next_norm_weight != nullptr) {
@@ -101,7 +100,7 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
     KUIPER_RETURN_IF_ERROR(expect_cuda(*g.next_normed, DataType::kFP32, "decode_gemv next normed"));
     KUIPER_RETURN_IF_ERROR(expect_cuda(*g.next_sumsq, DataType::kFP32, "decode_gemv next sums of squares"));
     if (g.next_norm_weight->numel() != rows || g.next_normed->numel() != rows ||
-        g.next_sumsq->numel() != runs(rows)) {
+        g.next_sumsq->numel() != decode_sumsq_runs(rows)) {
       return invalid_argument("decode_gemv next norm tensors do not fit " + std::to_string(rows) +
                               " rows: weight " + g.next_norm_weight->describe() + ", normed " +
                               g.next_normed->describe() + ", sums " + g.next_sumsq->describe());
