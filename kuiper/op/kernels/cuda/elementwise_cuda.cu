@@ -60,10 +60,11 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* log
   if (threadIdx.x == 0) out[0] = winner.index == n ? 0 : winner.index;
 }
 
-Status check_same(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
+// a and b fp32, out fp32 or (swiglu) a 16-bit type, all of one size.
+Status check_operands(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(a, DataType::kFP32, what));
   KUIPER_RETURN_IF_ERROR(expect_cuda(b, DataType::kFP32, what));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, what));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, what));
   if (a.numel() != b.numel() || a.numel() != out.numel()) {
     return invalid_argument(std::string(what) + " operands differ in size: " + a.describe() +
                             ", " + b.describe() + ", " + out.describe());
@@ -74,13 +75,7 @@ Status check_same(const Tensor& a, const Tensor& b, const Tensor& out, const cha
 }  // namespace
 
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) {
-  KUIPER_RETURN_IF_ERROR(expect_cuda(gate, DataType::kFP32, "swiglu gate"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(up, DataType::kFP32, "swiglu up"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "swiglu output"));
-  if (gate.numel() != up.numel() || gate.numel() != out.numel()) {
-    return invalid_argument("swiglu operands differ in size: " + gate.describe() + ", " +
-                            up.describe() + ", " + out.describe());
-  }
+  KUIPER_RETURN_IF_ERROR(check_operands(gate, up, out, "swiglu"));
   const int64_t n = out.numel();
   KUIPER_RETURN_IF_ERROR(dispatch_float_type(out.dtype(), [&](auto zero) {
     using Out = decltype(zero);
@@ -95,7 +90,8 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) 
 }
 
 Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream) {
-  KUIPER_RETURN_IF_ERROR(check_same(a, b, out, "add"));
+  KUIPER_RETURN_IF_ERROR(check_operands(a, b, out, "add"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "add output"));
   const int64_t n = out.numel();
   launch_by_width(n, {a.raw_data(), b.raw_data(), out.raw_data()}, [&](auto width, unsigned blocks) {
     add_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(stream)>>>(

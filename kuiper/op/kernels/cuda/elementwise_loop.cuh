@@ -70,15 +70,24 @@ inline bool quads_aligned(std::initializer_list<const void*> pointers) {
   return true;
 }
 
-// Calls launch(width, blocks) with width a std::integral_constant<int, 4> when every pointer
-// is 16-byte aligned, else <int, 1>, and enough blocks for n / width steps.
+// Calls f(std::integral_constant<int, kWide>{}) when `wide`, else f with <int, 1>: where the
+// host picks a kernel's access width.
+template <int kWide, typename F>
+void with_width(bool wide, F&& f) {
+  if (wide) {
+    f(std::integral_constant<int, kWide>{});
+  } else {
+    f(std::integral_constant<int, 1>{});
+  }
+}
+
+// Calls launch(width, blocks), width 4 when every pointer is 16-byte aligned, else 1, with
+// enough blocks for n / width steps.
 template <typename Launch>
 void launch_by_width(int64_t n, std::initializer_list<const void*> pointers, Launch&& launch) {
-  if (quads_aligned(pointers)) {
-    launch(std::integral_constant<int, 4>{}, elementwise_blocks((n + 3) / 4));
-  } else {
-    launch(std::integral_constant<int, 1>{}, elementwise_blocks(n));
-  }
+  with_width<4>(quads_aligned(pointers), [&](auto width) {
+    launch(width, elementwise_blocks((n + width() - 1) / width()));
+  });
 }
 
 }  // namespace kuiper::op::cuda

@@ -68,15 +68,17 @@ Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
   static DeviceScratch rounded_activations;
   const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
   const void* b = in.raw_data();
-  if (in.dtype() == DataType::kFP32 && !std::is_same_v<T, float>) {  // else in is T already
-    const int64_t n = in.numel();
-    KUIPER_ASSIGN_OR_RETURN(void* scratch, rounded_activations.get(n * sizeof(T)));
-    launch_by_width(n, {in.raw_data(), scratch}, [&](auto width, unsigned blocks) {
-      round_activations_kernel<T, width()><<<blocks, kElementwiseThreads, 0, stream>>>(
-          in.data<float>(), static_cast<T*>(scratch), n);
-    });
-    KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("round activations");
-    b = scratch;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (in.dtype() == DataType::kFP32) {  // else in is T already (the table's matmul_input)
+      const int64_t n = in.numel();
+      KUIPER_ASSIGN_OR_RETURN(void* scratch, rounded_activations.get(n * sizeof(T)));
+      launch_by_width(n, {in.raw_data(), scratch}, [&](auto width, unsigned blocks) {
+        round_activations_kernel<T, width()><<<blocks, kElementwiseThreads, 0, stream>>>(
+            in.data<float>(), static_cast<T*>(scratch), n);
+      });
+      KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("round activations");
+      b = scratch;
+    }
   }
   KUIPER_ASSIGN_OR_RETURN(CublasContext * ctx, cublas_context());
   std::lock_guard<std::mutex> lock(ctx->mutex);

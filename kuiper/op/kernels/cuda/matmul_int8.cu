@@ -8,24 +8,23 @@
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/device_scratch.cuh"
+#include "kuiper/op/kernels/cuda/elementwise_loop.cuh"
 #include "kuiper/op/kernels/cuda/int8_cuda_kernels.cuh"
-#include "kuiper/op/kernels/cuda/element_types.cuh"
-#include "kuiper/op/kernels/cuda/launch.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
 
 // kWidth weights per thread step: 16 (one 16-byte load, one scale, two 16-byte stores) where
-// the values and the output are 16-byte aligned and n and the group size are multiples of 16,
-// else 1. One weight per step, with a 64-bit division each, took 18 of the 30 ms of a
-// LLaMA-2-7B int8 prefill of 512 tokens on an H200; 16 at a time: 17,199 -> 27,461 tokens/s.
+// the values and the output are 16-byte aligned and the group size is a multiple of 16 (a step
+// then stays in one group), else 1. One weight per step, with a 64-bit division each, took 18
+// of the 30 ms of a LLaMA-2-7B int8 prefill of 512 tokens on an H200; 16 at a time: 17,199 ->
+// 27,461 tokens/s.
 template <int kWidth>
 __global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const float* __restrict__ scales,
                                        __nv_bfloat16* __restrict__ out, int64_t n, int group_size) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x * kWidth;
-  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kWidth; i < n; i += stride) {
+  for_each_group<kWidth>(n, [&]<int W>(int64_t i) {
     const float scale = scales[i / group_size];
-    if constexpr (kWidth == 16) {
+    if constexpr (W == 16) {
       const uint4 bytes = *reinterpret_cast<const uint4*>(q + i);
       const auto* b = reinterpret_cast<const int8_t*>(&bytes);
       alignas(16) __nv_bfloat162 pairs[8];
@@ -40,7 +39,7 @@ __global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const float
     } else {
       out[i] = __float2bfloat16(static_cast<float>(q[i]) * scale);
     }
-  }
+  });
 }
 
 Status gemm_int8(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t stream) {
@@ -49,14 +48,11 @@ Status gemm_int8(const Tensor& in, const Weight& weight, Tensor& out, cudaStream
   const size_t bytes = static_cast<size_t>(n) * sizeof(__nv_bfloat16);
   KUIPER_ASSIGN_OR_RETURN(void* scratch, dequantized.get(bytes));
   const int8_t* q = weight.values.data<int8_t>();
-  auto* bf16 = static_cast<__nv_bfloat16*>(scratch);
-  if (n % 16 == 0 && weight.group_size % 16 == 0 && aligned_to(q, 16) && aligned_to(scratch, 16)) {
-    dequantize_bf16_kernel<16><<<elementwise_blocks(n / 16), kElementwiseThreads, 0, stream>>>(
-        q, weight.scales.data<float>(), bf16, n, weight.group_size);
-  } else {
-    dequantize_bf16_kernel<1><<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(
-        q, weight.scales.data<float>(), bf16, n, weight.group_size);
-  }
+  const bool wide = weight.group_size % 16 == 0 && aligned_to(q, 16) && aligned_to(scratch, 16);
+  with_width<16>(wide, [&](auto width) {
+    dequantize_bf16_kernel<width()><<<elementwise_blocks((n + width() - 1) / width()), kElementwiseThreads, 0, stream>>>(
+        q, weight.scales.data<float>(), static_cast<__nv_bfloat16*>(scratch), n, weight.group_size);
+  });
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("dequantize int8 to bf16");
   // The scratch is borrowed: it outlives the call, and the GEMM is queued on the same stream.
   const auto buffer = Buffer::borrow(scratch, bytes, DeviceType::kCUDA, nullptr);

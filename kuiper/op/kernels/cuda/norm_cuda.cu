@@ -68,12 +68,10 @@ Status launch_rmsnorm(const Tensor& in, const float* delta, const Tensor& weight
   const cudaStream_t s = as_cuda_stream(stream);
   KUIPER_RETURN_IF_ERROR(dispatch_float_type(out.dtype(), [&](auto zero) {
     using Out = decltype(zero);
-    Out* y = static_cast<Out*>(out.raw_data());
-    if (quads) {
-      rmsnorm_kernel<4><<<blocks, kThreads, 0, s>>>(in.data<float>(), delta, weight.data<float>(), dim, eps, y);
-    } else {
-      rmsnorm_kernel<1><<<blocks, kThreads, 0, s>>>(in.data<float>(), delta, weight.data<float>(), dim, eps, y);
-    }
+    with_width<4>(quads, [&](auto width) {
+      rmsnorm_kernel<width()><<<blocks, kThreads, 0, s>>>(in.data<float>(), delta, weight.data<float>(),
+                                                          dim, eps, static_cast<Out*>(out.raw_data()));
+    });
     return ok_status();
   }));
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("rmsnorm");
