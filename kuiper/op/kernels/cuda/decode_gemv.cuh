@@ -452,17 +452,18 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
   finish_rows<kEpi, kNorm, kRows, kRowWarps>(a, row_warp, lane, part == 0, row, valid, y);
 }
 
-// Blocks for a grid of `a` under epilogue kEpi with kRows rows per warp and kParts warps per row.
-template <GemvEpilogue kEpi, int kRows, int kParts>
+// Blocks for a grid of `a` read as Rows reads it (kRows rows per warp, kColumnParts warps per
+// row). Swiglu needs as many: its warps read as many rows, and write half as many outputs.
+template <typename Rows>
 unsigned decode_gemv_blocks(const DecodeGemvArgs& a) {
-  constexpr int kBlockRows = kDecodeWarps / kParts * kRows;
-  return static_cast<unsigned>((a.rows + kBlockRows - 1) / kBlockRows);  // swiglu: as many rows
+  constexpr int kBlockRows = kDecodeWarps / Rows::kColumnParts * Rows::kRows;
+  return static_cast<unsigned>((a.rows + kBlockRows - 1) / kBlockRows);
 }
 
 template <typename Rows, GemvEpilogue kEpi, bool kNorm>
 cudaError_t launch_decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
   return launch_overlapped(decode_gemv_kernel<Rows, kEpi, kNorm>,
-                           dim3(decode_gemv_blocks<kEpi, Rows::kRows, Rows::kColumnParts>(a)),
+                           dim3(decode_gemv_blocks<Rows>(a)),
                            dim3(kDecodeWarps * 32), 0, stream, a);
 }
 
