@@ -272,6 +272,10 @@ TEST_F(CudaKernels, NormsAndSwigluRoundInto16BitOutputs) {
   for (DataType dtype : {DataType::kFP16, DataType::kBF16}) {
     for (int64_t dim : {77, 4096}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim));
+      // half_out holds fp32_out rounded to dtype, bit for bit.
+      const auto expect_rounded_copy = [&](const Tensor& half_out, const Tensor& fp32_out) {
+        EXPECT_EQ(error_vs(widen(download(half_out)), widen(round_to(download(fp32_out), dtype))), 0.0);
+      };
       const Tensor in = test::random_tensor({3, dim}, rng_);
       const Tensor delta = test::random_tensor({3, dim}, rng_);
       const Tensor gpu_weight = upload(test::random_tensor({dim}, rng_, 0.5f, 1.5f));
@@ -279,18 +283,18 @@ TEST_F(CudaKernels, NormsAndSwigluRoundInto16BitOutputs) {
       KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, fp32_out, nullptr));
       Tensor half_out = upload(round_to(Tensor::zeros_cpu(DataType::kFP32, {3, dim}).value(), dtype));
       KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, half_out, nullptr));
-      EXPECT_EQ(error_vs(widen(download(half_out)), widen(round_to(download(fp32_out), dtype))), 0.0);
+      expect_rounded_copy(half_out, fp32_out);
 
       Tensor x32 = upload(in), x16 = upload(in);
       KUIPER_ASSERT_OK(gpu_.add_rmsnorm(x32, upload(delta), gpu_weight, 1e-5f, fp32_out, nullptr));
       KUIPER_ASSERT_OK(gpu_.add_rmsnorm(x16, upload(delta), gpu_weight, 1e-5f, half_out, nullptr));
-      EXPECT_EQ(error_vs(widen(download(half_out)), widen(round_to(download(fp32_out), dtype))), 0.0);
+      expect_rounded_copy(half_out, fp32_out);
       EXPECT_EQ(error_vs(download(x16), download(x32)), 0.0);
 
       const Tensor gate = upload(test::random_tensor({3, dim}, rng_, -6.f, 6.f));
       KUIPER_ASSERT_OK(gpu_.swiglu(gate, upload(delta), fp32_out, nullptr));
       KUIPER_ASSERT_OK(gpu_.swiglu(gate, upload(delta), half_out, nullptr));
-      EXPECT_EQ(error_vs(widen(download(half_out)), widen(round_to(download(fp32_out), dtype))), 0.0);
+      expect_rounded_copy(half_out, fp32_out);
     }
   }
 }
