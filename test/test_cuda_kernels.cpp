@@ -598,7 +598,8 @@ TEST_F(CudaKernels, ArgmaxFindsTheFirstLargest) {
 
 // The fused decode GEMV (kernel_table.h, DecodeGemv) against the CPU kernels run one after
 // another: rmsnorm, matmul, then the epilogue's own kernel (add, swiglu, rope + kv_store).
-// Row lengths take every way of reading rows: 16-byte chunks (4096, 1000 / 240 for int8), and
+// Row lengths take every way of reading rows: one pass per block (4096 and 1000 floats),
+// 16-byte chunks walked by warps (8200 floats, too long for one pass; 4096 and 240 int8), and
 // the scalar fallback (101 floats; int8 with groups of 4). Tolerance 1e-5 as for the GEMV (the
 // GPU applies 1 / rms to the dot product rather than to each input: fp32 rounding); cache rows
 // are compared after both sides round to the cache type, to within one rounding step.
@@ -646,7 +647,7 @@ class CudaDecodeGemv : public CudaKernels {
   static std::vector<Case> cases() {
     std::vector<Case> all;
     for (DataType d : kFloatTypes) {
-      for (int64_t cols : {4096, 1000, 101}) all.push_back({d, cols, 0});
+      for (int64_t cols : {4096, 1000, 8200, 101}) all.push_back({d, cols, 0});
     }
     for (auto [cols, group] : {std::pair{4096, 64}, {240, 16}, {100, 4}}) {
       all.push_back({DataType::kINT8, cols, group});

@@ -21,7 +21,7 @@
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
 #include "kuiper/base/buffer.h"
-#include "kuiper/op/kernels/cuda/decode_gemv.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_one_pass.cuh"
 
 namespace kuiper {
 namespace {
@@ -156,7 +156,7 @@ double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tenso
     const op::Weight& w = ws[i % ws.size()];
     a.w = w.values.raw_data();
     if (w.is_quantized()) a.scales = w.scales.data<float>();
-    check(op::cuda::launch_decode_gemv<Rows, kEpi, kNorm>(a, nullptr), "gemv");
+    check(op::cuda::launch_decode_gemv_as<Rows, kEpi, kNorm>(a, nullptr), "gemv");
   }, 60);
 }
 
@@ -221,9 +221,10 @@ int main(int argc, char** argv) {
 
   // Decode GEMV through the table.
   struct Shape2 { int64_t rows, cols; DataType dtype; };
-  const Shape2 shapes[] = {{4096, 4096, DataType::kBF16},  {11008, 4096, DataType::kBF16},
-                           {4096, 11008, DataType::kBF16}, {32000, 4096, DataType::kBF16},
-                           {14336, 4096, DataType::kBF16}, {4096, 4096, DataType::kFP16},
+  const Shape2 shapes[] = {{4096, 4096, DataType::kBF16},  {12288, 4096, DataType::kBF16},
+                           {22016, 4096, DataType::kBF16}, {4096, 11008, DataType::kBF16},
+                           {32000, 4096, DataType::kBF16}, {28672, 4096, DataType::kBF16},
+                           {4096, 4096, DataType::kFP16},
                            {4096, 4096, DataType::kFP32}};
   for (const Shape2& s : shapes) {
     const size_t bytes = static_cast<size_t>(s.rows * s.cols) * dtype_size(s.dtype);
@@ -250,6 +251,7 @@ int main(int argc, char** argv) {
     if (s.dtype == DataType::kBF16) {
       using B = __nv_bfloat16;
       using op::cuda::DenseChunks;
+      using op::cuda::DenseOnePass;
       using Rows = DenseChunks<B, 4>;
       using Paired = DenseChunks<B, 2, 2>;
       using E = op::GemvEpilogue;
@@ -260,7 +262,12 @@ int main(int argc, char** argv) {
                               std::pair{"  2 rows x 4", gemv_variant_us<DenseChunks<B, 4, 2>>(ws, x, y)},
                               std::pair{"  norm+store, 1 row x 4", gemv_variant_us<Rows, E::kStore, true>(ws, x, y)},
                               std::pair{"  accumulate+norm, 1 row x 4", gemv_variant_us<Rows, E::kAccumulate, false>(ws, x, y)},
-                              std::pair{"  norm+swiglu, 2 rows x 2", gemv_variant_us<Paired, E::kSwiglu, true>(ws, x, y)}}) {
+                              std::pair{"  norm+swiglu, 2 rows x 2", gemv_variant_us<Paired, E::kSwiglu, true>(ws, x, y)},
+                              std::pair{"  one pass, 2 rows", s.cols <= 8192 ? gemv_variant_us<DenseOnePass<B, 2>>(ws, x, y) : 0.0},
+                              std::pair{"  one pass, 8 rows", s.cols <= 8192 ? gemv_variant_us<DenseOnePass<B, 8>>(ws, x, y) : 0.0},
+                              std::pair{"  one pass, norm+store, 8 rows", s.cols <= 8192 ? gemv_variant_us<DenseOnePass<B, 8>, E::kStore, true>(ws, x, y) : 0.0},
+                              std::pair{"  one pass, norm+swiglu, 2 rows", s.cols <= 8192 ? gemv_variant_us<DenseOnePass<B, 2>, E::kSwiglu, true>(ws, x, y) : 0.0}}) {
+        if (t == 0.0) continue;  // a variant the shape does not fit
         rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
       }
     }

@@ -1,35 +1,38 @@
-// The decode GEMV's host side: checks a DecodeGemv, picks how rows are read (decode_gemv.cuh)
-// from the weight dtype, shape and alignment, and launches the kernel for its prologue and
-// epilogue. Only the combinations the model uses are built (compile time grows with each):
-// stores and rope/KV with and without a norm, the residual accumulate, and a norm-fed swiglu.
+// The decode GEMV's host side: checks a DecodeGemv, picks how rows are read (decode_gemv.cuh,
+// decode_gemv_one_pass.cuh) from the weight dtype, shape and alignment, and launches the kernel
+// for its prologue and epilogue. Only the combinations the model uses are built (compile time
+// grows with each): stores and rope/KV with and without a norm, the residual accumulate, and a
+// norm-fed swiglu.
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_one_pass.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
 
-// Plain and accumulating GEMVs read rows with Rows; swiglu and rope, which combine pairs of
-// rows, with Paired (two or more rows per warp).
-template <typename Rows, typename Paired>
+// How rows are read for each kind of epilogue: plain stores with Plain, the residual accumulate
+// with Accumulating, and swiglu and rope, which combine pairs of rows, with Paired (two or more
+// rows per warp or block).
+template <typename Plain, typename Accumulating, typename Paired>
 Status launch_rows(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
   const bool norm = a.in_sumsq != nullptr;
   cudaError_t e = cudaErrorNotSupported;
   switch (epilogue) {
     case GemvEpilogue::kStore:
-      e = norm ? launch_decode_gemv<Rows, GemvEpilogue::kStore, true>(a, stream)
-               : launch_decode_gemv<Rows, GemvEpilogue::kStore, false>(a, stream);
+      e = norm ? launch_decode_gemv_as<Plain, GemvEpilogue::kStore, true>(a, stream)
+               : launch_decode_gemv_as<Plain, GemvEpilogue::kStore, false>(a, stream);
       break;
     case GemvEpilogue::kAccumulate:
-      if (!norm) e = launch_decode_gemv<Rows, GemvEpilogue::kAccumulate, false>(a, stream);
+      if (!norm) e = launch_decode_gemv_as<Accumulating, GemvEpilogue::kAccumulate, false>(a, stream);
       break;
     case GemvEpilogue::kSwiglu:
-      if (norm) e = launch_decode_gemv<Paired, GemvEpilogue::kSwiglu, true>(a, stream);
+      if (norm) e = launch_decode_gemv_as<Paired, GemvEpilogue::kSwiglu, true>(a, stream);
       break;
     case GemvEpilogue::kRopeKv:
-      e = norm ? launch_decode_gemv<Paired, GemvEpilogue::kRopeKv, true>(a, stream)
-               : launch_decode_gemv<Paired, GemvEpilogue::kRopeKv, false>(a, stream);
+      e = norm ? launch_decode_gemv_as<Paired, GemvEpilogue::kRopeKv, true>(a, stream)
+               : launch_decode_gemv_as<Paired, GemvEpilogue::kRopeKv, false>(a, stream);
       break;
   }
   if (e == cudaErrorNotSupported) {
@@ -54,13 +57,13 @@ Status launch_rows(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t 
 // split 4x1 for the short ones.
 constexpr int kInt8ShortRowsUpTo = 8192;
 
-// fp32/fp16/bf16 plain and accumulating GEMVs: one row per warp, two loads per burst up to this
-// many rows, four above. On an H200, % of copy bandwidth, 1x2 / 1x4: 4096x4096 79 / 76% (68%
-// on a slower H200), 4096x11008 95 / 95% (85% on the slower one), 11008x4096 88 / 92%, 32000x4096
-// 99 / 103%. LLaMA-2-7B bf16 decode at context 128 / 4096: 261.9 / 229.3 -> 272.3 / 237.3
-// tokens/s; LLaMA-3-8B 242.2 / 219.5 -> 251.3 / 227.4. Also measured end to end, on another
-// H200 (7B at 128: 270.1): taller matrices at 1x2 or 1x8, 270.9 / 270.7, within noise; swiglu
-// and rope at 2 rows x 1 load, 268.0.
+// fp32/fp16/bf16 rows that one block reads in one pass (decode_gemv_one_pass.cuh) do so, except
+// for the residual accumulate. The others, and the accumulate, take the warp kernel: one row
+// per warp, two loads per burst up to this many rows, four above. On an H200, % of copy
+// bandwidth, 1x2 / 1x4: 4096x4096 79 / 76% (68% on a slower H200), 4096x11008 95 / 95% (85% on
+// the slower one), 11008x4096 88 / 92%, 32000x4096 99 / 103%. LLaMA-2-7B bf16 decode at context
+// 128 / 4096: 261.9 / 229.3 -> 272.3 / 237.3 tokens/s; LLaMA-3-8B 242.2 / 219.5 -> 251.3 /
+// 227.4 (all before the one-pass kernel).
 constexpr int kDenseShortRowsUpTo = 8192;
 
 Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
@@ -147,19 +150,30 @@ Status decode_gemv(const DecodeGemv& gemv, Stream stream) {
       using Short = SplitColumns<Int8Chunks<4, 1>, 2>;
       using ShortPaired = Int8Chunks<2, 2>;
       using Tall = Int8Chunks<4, 1, 3>;
-      return a.rows <= kInt8ShortRowsUpTo ? launch_rows<Short, ShortPaired>(a, gemv.epilogue, s)
-                                          : launch_rows<Tall, Tall>(a, gemv.epilogue, s);
+      return a.rows <= kInt8ShortRowsUpTo ? launch_rows<Short, Short, ShortPaired>(a, gemv.epilogue, s)
+                                          : launch_rows<Tall, Tall, Tall>(a, gemv.epilogue, s);
     }
-    return launch_rows<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, gemv.epilogue, s);
+    using Scalar = ScalarRows<int8_t>;
+    return launch_rows<Scalar, Scalar, ScalarRows<int8_t, 2>>(a, gemv.epilogue, s);
   }
   return dispatch_float_type(dtype, [&](auto zero) {
     using T = decltype(zero);
     if (inputs_aligned && a.cols % DenseChunks<T>::kElems == 0) {
+      using Short = DenseChunks<T, 2>;
+      using Tall = DenseChunks<T, 4>;
+      const bool short_rows = a.rows <= kDenseShortRowsUpTo;
+      if (one_pass_fits<T>(a)) {
+        using Plain = DenseOnePass<T, 8>;
+        using Pairs = DenseOnePass<T, 2>;
+        return short_rows ? launch_rows<Plain, Short, Pairs>(a, gemv.epilogue, s)
+                          : launch_rows<Plain, Tall, Pairs>(a, gemv.epilogue, s);
+      }
       using Paired = DenseChunks<T, 2, 2>;
-      return a.rows <= kDenseShortRowsUpTo ? launch_rows<DenseChunks<T, 2>, Paired>(a, gemv.epilogue, s)
-                                           : launch_rows<DenseChunks<T, 4>, Paired>(a, gemv.epilogue, s);
+      return short_rows ? launch_rows<Short, Short, Paired>(a, gemv.epilogue, s)
+                        : launch_rows<Tall, Tall, Paired>(a, gemv.epilogue, s);
     }
-    return launch_rows<ScalarRows<T>, ScalarRows<T, 2>>(a, gemv.epilogue, s);
+    using Scalar = ScalarRows<T>;
+    return launch_rows<Scalar, Scalar, ScalarRows<T, 2>>(a, gemv.epilogue, s);
   });
 }
 

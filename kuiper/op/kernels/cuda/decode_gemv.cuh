@@ -26,7 +26,9 @@
 //    hi + lo) measured no faster, so it was dropped.
 //  - ScalarRows<T, rows>: any shape or alignment, one element per lane step; slow, and no
 //    7B-class model needs it.
-// decode_gemv.cu picks per shape (and has the numbers).
+// decode_gemv.cu picks per shape (and has the numbers). Rows of up to 8192 bf16 columns are read
+// by the one-pass kernel of decode_gemv_one_pass.cuh instead, except in the residual accumulate;
+// the epilogues below (write_rows, inverse_rms) serve both.
 //
 // What the fusions cost had to be kept off the weight stream: a block that holds its registers
 // after its weights arrived leaves HBM idle. Measured designs that lost: each block reducing x
@@ -355,6 +357,38 @@ __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int
   }
 }
 
+// 1 / rms of the norm's input, from the sum of its sums of squares.
+__device__ __forceinline__ float inverse_rms(const DecodeGemvArgs& a, float sumsq) {
+  return rsqrtf(sumsq / static_cast<float>(a.cols) + a.eps);
+}
+
+// The epilogues that need no other thread, run by one: store the rows, combine swiglu pairs
+// (the first half of the rows are gates, the second half their ups), or rotate rope pairs and
+// store them to q or the cache.
+template <GemvEpilogue kEpi, int kRows>
+__device__ __forceinline__ void write_rows(const DecodeGemvArgs& a, const int (&row)[kRows],
+                                           const bool (&valid)[kRows], const float (&y)[kRows]) {
+  if constexpr (kEpi == GemvEpilogue::kStore) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (valid[r]) a.out[row[r]] = y[r];
+    }
+  } else if constexpr (kEpi == GemvEpilogue::kSwiglu) {
+    static_assert(kRows % 2 == 0, "swiglu pairs rows");
+#pragma unroll
+    for (int j = 0; j < kRows / 2; ++j) {
+      const float g = y[j];
+      if (valid[j]) a.out[row[j]] = g / (1.f + expf(-g)) * y[kRows / 2 + j];
+    }
+  } else if constexpr (kEpi == GemvEpilogue::kRopeKv) {
+    static_assert(kRows % 2 == 0, "rope pairs rows");
+#pragma unroll
+    for (int j = 0; j < kRows; j += 2) {
+      if (valid[j + 1]) rope_kv_pair(a.rope, a.rope.positions[0], row[j], y[j], y[j + 1], a.out);
+    }
+  }
+}
+
 // What follows the dot products of a warp's rows y (the same in every lane): the input norm's
 // 1/rms, then the epilogue. Only an owner warp writes (with columns split, the first part's).
 template <GemvEpilogue kEpi, bool kNorm, int kRows, int kRowWarps>
@@ -367,37 +401,14 @@ __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, i
     // while the weights are in flight: measured faster.)
     float sumsq = 0.f;
     for (int i = lane; i < a.sumsq_runs; i += 32) sumsq += load_after_wait(a.in_sumsq + i);
-    const float inv_rms = rsqrtf(warp_sum(sumsq) / static_cast<float>(a.cols) + a.eps);
+    const float inv_rms = inverse_rms(a, warp_sum(sumsq));
 #pragma unroll
     for (int r = 0; r < kRows; ++r) y[r] *= inv_rms;
   }
-
-  if constexpr (kEpi == GemvEpilogue::kStore) {
-    if (lane == 0 && owner) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        if (valid[r]) a.out[row[r]] = y[r];
-      }
-    }
-  } else if constexpr (kEpi == GemvEpilogue::kAccumulate) {
+  if constexpr (kEpi == GemvEpilogue::kAccumulate) {
     accumulate_epilogue<kRows, kRowWarps>(a, warp, lane, owner, row, valid, y);
-  } else if constexpr (kEpi == GemvEpilogue::kSwiglu) {
-    static_assert(kRows % 2 == 0, "swiglu pairs rows inside a warp");
-    if (lane == 0 && owner) {
-#pragma unroll
-      for (int j = 0; j < kRows / 2; ++j) {
-        const float g = y[j];
-        if (valid[j]) a.out[row[j]] = g / (1.f + expf(-g)) * y[kRows / 2 + j];
-      }
-    }
-  } else {
-    static_assert(kRows % 2 == 0, "rope pairs rows inside a warp");
-    if (lane == 0 && owner) {
-#pragma unroll
-      for (int j = 0; j < kRows; j += 2) {
-        if (valid[j + 1]) rope_kv_pair(a.rope, a.rope.positions[0], row[j], y[j], y[j + 1], a.out);
-      }
-    }
+  } else if (lane == 0 && owner) {
+    write_rows<kEpi>(a, row, valid, y);
   }
 }
 

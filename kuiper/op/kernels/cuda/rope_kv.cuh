@@ -37,30 +37,41 @@ __device__ __forceinline__ void store_cache(const RopeKvArgs& a, void* cache, in
   }
 }
 
-// The pair of stacked rows (row, row + 1) at position `pos`, q going to q_out. q_rows and
+// The rotation of the pair of stacked rows (row, row + 1) at position `pos`: none for v rows
+// and for a position outside the rope tables. A lookup of its own so that a kernel can issue it
+// early, while other reads are in flight.
+struct RopeAngle {
+  float cos = 1.f, sin = 0.f;
+};
+__device__ __forceinline__ RopeAngle rope_angle(const RopeKvArgs& a, int pos, int row) {
+  const bool is_v = row >= a.q_rows + a.kv_rows;
+  if (is_v || pos < 0 || pos >= a.table_rows) return {};
+  const int region_row = row < a.q_rows ? row : row - a.q_rows;
+  const int64_t freq = static_cast<int64_t>(pos) * (a.head_dim / 2) + (region_row % a.head_dim) / 2;
+  return {a.cos[freq], a.sin[freq]};
+}
+
+// The pair (row, row + 1) at position `pos`, rotated by `angle`, q going to q_out. q_rows and
 // kv_rows are multiples of head_dim, so a pair never straddles two regions or two heads. A
-// position outside the rope tables leaves the pair unrotated; one outside the cache is not
-// stored (as the rope and kv_store kernels do).
+// position outside the cache is not stored (as the kv_store kernel does).
+__device__ __forceinline__ void rope_kv_pair(const RopeKvArgs& a, int pos, int row, float y0,
+                                             float y1, RopeAngle angle, float* q_out) {
+  const float r0 = y0 * angle.cos - y1 * angle.sin, r1 = y0 * angle.sin + y1 * angle.cos;
+  if (row < a.q_rows) {
+    q_out[row] = r0;
+    q_out[row + 1] = r1;
+  } else if (pos >= 0 && pos < a.context) {
+    const bool is_v = row >= a.q_rows + a.kv_rows;
+    void* cache = is_v ? a.v_cache : a.k_cache;
+    const int region_row = row - a.q_rows - (is_v ? a.kv_rows : 0);
+    const int64_t at = static_cast<int64_t>(pos) * a.kv_rows + region_row;
+    store_cache(a, cache, at, r0);
+    store_cache(a, cache, at + 1, r1);
+  }
+}
 __device__ __forceinline__ void rope_kv_pair(const RopeKvArgs& a, int pos, int row, float y0,
                                              float y1, float* q_out) {
-  const bool is_v = row >= a.q_rows + a.kv_rows;
-  const int region_row = row < a.q_rows ? row : row - a.q_rows - (is_v ? a.kv_rows : 0);
-  if (!is_v && pos >= 0 && pos < a.table_rows) {
-    const int64_t freq = static_cast<int64_t>(pos) * (a.head_dim / 2) + (region_row % a.head_dim) / 2;
-    const float c = a.cos[freq], s = a.sin[freq];
-    const float r0 = y0 * c - y1 * s, r1 = y0 * s + y1 * c;
-    y0 = r0;
-    y1 = r1;
-  }
-  if (row < a.q_rows) {
-    q_out[row] = y0;
-    q_out[row + 1] = y1;
-  } else if (pos >= 0 && pos < a.context) {
-    void* cache = is_v ? a.v_cache : a.k_cache;
-    const int64_t at = static_cast<int64_t>(pos) * a.kv_rows + region_row;
-    store_cache(a, cache, at, y0);
-    store_cache(a, cache, at + 1, y1);
-  }
+  rope_kv_pair(a, pos, row, y0, y1, rope_angle(a, pos, row), q_out);
 }
 
 }  // namespace kuiper::op::cuda

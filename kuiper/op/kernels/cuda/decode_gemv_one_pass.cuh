@@ -1,0 +1,147 @@
+// The decode GEMV for rows short enough that one block reads a row in a single pass: fp32,
+// fp16 or bf16 rows of at most kOnePassMaxChunks 16-byte chunks (8192 bf16 columns). A block
+// takes kRows rows, and thread t reads chunk t of every one of them: all of a thread's loads
+// are issued at once, before the wait for the kernel that writes x. The blocks are short-lived
+// (a 4096-wide bf16 row is 8 KB) and several are resident on each multiprocessor, one reducing
+// while the others' loads are in flight; this streams HBM better than the warp kernel of
+// decode_gemv.cuh, whose warps each walk a row in bursts. x is read once per block for all of
+// its rows, and a norm's sums of squares come in the block's one reduction with the rows' sums.
+//
+// Measured on an H200 (graph replay, weights rotated past L2), bf16, µs, warp kernel -> one
+// pass: 12288x4096 rope+norm 27.06 -> 25.52 (2 rows), 22016x4096 swiglu+norm 45.98 -> 45.52
+// (2 rows), 32000x4096 norm+store 76.17 (1 row x 4) -> 58.29 (8 rows), 4096x4096 store 9.93 ->
+// 9.11; plain stores reach 4,245-4,463 GB/s on the taller shapes (copy 4,243-4,273), where a
+// bare read of the same bytes reached 4,304-4,586. LLaMA-2-7B decode at context 128 / 4096:
+// 270.1 / 237 -> 285.7 / 245.2 tokens/s; LLaMA-3-8B 251.7 / 227.6 -> 257.7 / 230.7.
+// Swiglu and rope pairs in 4 or 8 rows per block measured slower than in 2 (22016x4096
+// swiglu+norm, 8 rows: 46.5; 4 rows: 51.6). The residual accumulate stays on the warp kernel:
+// here it needs a whole run of 8 rows per block for the next norm's sums, and that measured
+// slower (4096x4096 11.6 against 10.0).
+#pragma once
+
+#include "kuiper/op/kernels/cuda/decode_gemv.cuh"
+
+namespace kuiper::op::cuda {
+
+inline constexpr int kOnePassMaxChunks = 1024;  // one chunk per thread, 1024 threads
+
+// Internal linkage, as in decode_gemv.cuh.
+namespace {
+
+// Rows of T read one pass per block, kRows rows per block (decode_gemv.cu uses 8 for plain
+// GEMVs, 2 for swiglu and rope: one pair).
+template <typename T, int kRowsPerBlock>
+struct DenseOnePass {
+  using Element = T;
+  static constexpr int kRows = kRowsPerBlock;
+  static constexpr int kElems = 16 / static_cast<int>(sizeof(T));
+};
+
+// Whether a's rows fit DenseOnePass<T, ...>: whole 16-byte chunks, at most kOnePassMaxChunks.
+template <typename T>
+bool one_pass_fits(const DecodeGemvArgs& a) {
+  constexpr int kElems = DenseOnePass<T, 1>::kElems;
+  return a.cols % kElems == 0 && a.cols / kElems <= kOnePassMaxChunks;
+}
+
+template <typename T, int kRows, GemvEpilogue kEpi, bool kNorm>
+__global__ void __launch_bounds__(kOnePassMaxChunks)
+    decode_gemv_one_pass_kernel(const DecodeGemvArgs a) {
+  static_assert(kEpi != GemvEpilogue::kAccumulate, "the residual accumulate runs on the warp kernel");
+  let_next_kernel_start();
+  constexpr int kElems = DenseOnePass<T, kRows>::kElems;
+  int row[kRows];
+  bool valid[kRows];
+  warp_rows<kEpi, kRows, 1>(a, 0, row, valid);  // the block's rows, as one warp's
+  const int chunks = a.cols / kElems, c = threadIdx.x;
+  const bool reads = c < chunks;  // the last warp may have lanes past the row
+  uint4 w[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    w[r] = reads ? __ldcs(static_cast<const uint4*>(a.w) + static_cast<int64_t>(row[r]) * chunks + c)
+                 : uint4{};
+  }
+  wait_for_previous_kernel();  // x and the sums of squares are written by the previous kernel
+
+  // Everything else the block reads is asked for now, before the first use of any of it, so
+  // that it all arrives in one round trip: x, the input norm's sums of squares (there are at
+  // most as many runs of 8 columns as threads; read after the dot products, as a loop, they
+  // were a second round trip: 12288x4096 bf16 24.1 µs without a norm, 27.2 with) and, for rope,
+  // the position and then its angle (lane 0).
+  float sumsq = 0.f;
+  if (kNorm && c < a.sumsq_runs) sumsq = load_after_wait(a.in_sumsq + c);
+  int position = 0;
+  RopeAngle angle[kRows / 2];
+  if (kEpi == GemvEpilogue::kRopeKv && c == 0) {
+    position = load_after_wait(a.rope.positions);
+#pragma unroll
+    for (int j = 0; j < kRows / 2; ++j) angle[j] = rope_angle(a.rope, position, row[2 * j]);
+  }
+
+  // Sums, one per row and (with a norm) the sum of squares last, reduced over the block.
+  constexpr int kSums = kRows + (kNorm ? 1 : 0);
+  float s[kSums] = {};
+  if (reads) {
+    const float4 x0 = input4(a.x, c * kElems);
+    const float4 x1 = kElems == 8 ? input4(a.x, c * kElems + 4) : x0;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) s[r] = dot16(w[r], x0, x1, static_cast<const T*>(nullptr));
+  }
+  if constexpr (kNorm) s[kRows] = sumsq;
+  __shared__ float warp_sums[kOnePassMaxChunks / 32][kSums];
+  const int lane = c % 32, warp = c / 32;
+#pragma unroll
+  for (int k = 0; k < kSums; ++k) {
+    const float v = warp_sum(s[k]);
+    if (lane == 0) warp_sums[warp][k] = v;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  // Warp 0 adds the warps' sums, lane i taking warp i's (a thread walking them one after the
+  // other kept the block a few hundred cycles longer); lane 0 writes the rows.
+  const int warps = static_cast<int>(blockDim.x / 32);
+  float y[kRows], total_sumsq = 0.f;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) y[r] = warp_sum(lane < warps ? warp_sums[lane][r] : 0.f);
+  if constexpr (kNorm) total_sumsq = warp_sum(lane < warps ? warp_sums[lane][kRows] : 0.f);
+  if (lane != 0) return;
+  if constexpr (kNorm) {
+    const float inv_rms = inverse_rms(a, total_sumsq);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) y[r] *= inv_rms;
+  }
+  if constexpr (kEpi == GemvEpilogue::kRopeKv) {
+#pragma unroll
+    for (int j = 0; j < kRows / 2; ++j) {
+      if (valid[2 * j + 1]) rope_kv_pair(a.rope, position, row[2 * j], y[2 * j], y[2 * j + 1], angle[j], a.out);
+    }
+  } else {
+    write_rows<kEpi>(a, row, valid, y);
+  }
+}
+
+// One block per kRows rows (per kRows / 2 outputs for swiglu), one thread per chunk of a row.
+template <typename Rows, GemvEpilogue kEpi, bool kNorm>
+cudaError_t launch_decode_gemv_one_pass(const DecodeGemvArgs& a, cudaStream_t stream) {
+  constexpr int kRows = Rows::kRows;
+  const int chunks = a.cols / Rows::kElems;
+  const unsigned threads = static_cast<unsigned>((chunks + 31) / 32 * 32);
+  return launch_overlapped(decode_gemv_one_pass_kernel<typename Rows::Element, kRows, kEpi, kNorm>,
+                           dim3(static_cast<unsigned>((a.rows + kRows - 1) / kRows)),
+                           dim3(threads), 0, stream, a);
+}
+
+template <typename Rows>
+inline constexpr bool kOnePass = false;
+template <typename T, int kRows>
+inline constexpr bool kOnePass<DenseOnePass<T, kRows>> = true;
+
+// The kernel that reads rows as Rows says: one pass per block, or the warp kernel.
+template <typename Rows, GemvEpilogue kEpi, bool kNorm>
+cudaError_t launch_decode_gemv_as(const DecodeGemvArgs& a, cudaStream_t stream) {
+  if constexpr (kOnePass<Rows>) return launch_decode_gemv_one_pass<Rows, kEpi, kNorm>(a, stream);
+  else return launch_decode_gemv<Rows, kEpi, kNorm>(a, stream);
+}
+
+}  // namespace
+}  // namespace kuiper::op::cuda
