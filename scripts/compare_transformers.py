@@ -3,7 +3,10 @@
 
 Runs build/demo/llama_bench for each shape, then times transformers' LlamaForCausalLM
 (greedy generate for decode, one forward pass for prefill) in this process, and prints a
-table with the ratios. Needs torch + transformers (present on the GPU machine).
+table with the ratios. Decode is timed twice: with generate's default dynamic cache (each step
+runs eagerly) and with cache_implementation="static" (transformers 5 then compiles the decode
+step with torch.compile, which is much faster). Needs torch + transformers (present on the GPU
+machine).
     scripts/compare_transformers.py --bench build/demo/llama_bench --shapes llama2-7b llama3-8b
 """
 import argparse
@@ -54,20 +57,23 @@ def run_transformers(shape, prompt_len):
     ids = torch.randint(0, vocab, (1, 16), device="cuda")
     prompt = torch.randint(0, vocab, (1, prompt_len), device="cuda")
 
-    def generate(n):
-        model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
-
-    with torch.inference_mode():
-        generate(8)  # warm-up
-        model(prompt)
+    def decode_rate(**cache):
+        def generate(n):
+            model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, **cache)
+        generate(8)  # warm-up (and, for the static cache, compilation)
         t_long = time_cuda(torch, lambda: generate(144), 3)
         t_short = time_cuda(torch, lambda: generate(16), 3)
-        decode = 128 / (t_long - t_short)
+        return 128 / (t_long - t_short)
+
+    with torch.inference_mode():
+        decode = decode_rate()
+        model(prompt)
         prefill = prompt_len / time_cuda(torch, lambda: model(prompt), 5)
+        decode_static = decode_rate(cache_implementation="static")  # last: it compiles
     peak = torch.cuda.max_memory_allocated() / 1e9
     del model
     torch.cuda.empty_cache()
-    return {"decode_128": decode, "prefill": prefill, "peak_gb": peak, "versions": (torch.__version__,)}
+    return {"decode_128": decode, "decode_static": decode_static, "prefill": prefill, "peak_gb": peak, "versions": (torch.__version__,)}
 
 
 def main():
@@ -85,12 +91,14 @@ def main():
         h = run_transformers(shape, args.prompt)
         rows.append((shape, k, h))
     print(f"\ntransformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    print("HF decode: eager with the dynamic cache; HF static: static cache, step compiled")
     print(f"{'shape':<11} {'kuiper decode@128':>18} {'@1024':>8} {'@4096':>8} {'HF decode':>10} {'ratio':>6} "
-          f"{'kuiper prefill':>15} {'HF prefill':>11} {'ratio':>6}")
+          f"{'HF static':>10} {'ratio':>6} {'kuiper prefill':>15} {'HF prefill':>11} {'ratio':>6}")
     for shape, k, h in rows:
         p = f"prefill_{args.prompt}"
         print(f"{shape:<11} {k['decode_128']:>18.1f} {k['decode_1024']:>8.1f} {k['decode_4096']:>8.1f} "
               f"{h['decode_128']:>10.1f} {k['decode_128'] / h['decode_128']:>6.2f} "
+              f"{h['decode_static']:>10.1f} {k['decode_128'] / h['decode_static']:>6.2f} "
               f"{k[p]:>15.0f} {h['prefill']:>11.0f} {k[p] / h['prefill']:>6.2f}")
 
 
