@@ -28,7 +28,7 @@
 //    7B-class model needs it.
 // decode_gemv.cu picks per shape (and has the numbers). Rows of up to 8192 bf16 columns are read
 // by the one-pass kernel of decode_gemv_one_pass.cuh instead, except in the residual accumulate;
-// the epilogues below (write_rows, inverse_rms) serve both.
+// the epilogues below (inverse_rms, write_rows, load_rope_pairs / write_rope_pairs) serve both.
 //
 // What the fusions cost had to be kept off the weight stream: a block that holds its registers
 // after its weights arrived leaves HBM idle. Measured designs that lost: each block reducing x
@@ -86,6 +86,10 @@ inline int chunk_group_shift(int g) {
   return g >= 16 && std::has_single_bit(u) ? std::countr_zero(u) : -1;
 }
 
+// Elements of T in one 16-byte chunk, the unit the dense kernels read rows in.
+template <typename T>
+inline constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
+
 // Internal linkage: without relocatable device code every translation unit that includes this
 // gets its own copy of each kernel, and shared host-side launch stubs would mix one unit's
 // kernel registration with another's.
@@ -135,7 +139,7 @@ template <typename T, int kBurstLoads = 4, int kRowsPerWarp = 1>
 struct DenseChunks {
   static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = 2;
   static constexpr int kColumnParts = 1;
-  static constexpr int kElems = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kElems = kChunkElems<T>;
   struct Loaded { uint4 w[kRows][kBurst]; };
   struct Sums { float partial[kRows][kBurst] = {}; };  // one per load: independent FMA chains
   const uint4* row[kRows];
@@ -362,29 +366,55 @@ __device__ __forceinline__ float inverse_rms(const DecodeGemvArgs& a, float sums
   return rsqrtf(sumsq / static_cast<float>(a.cols) + a.eps);
 }
 
-// The epilogues that need no other thread, run by one: store the rows, combine swiglu pairs
-// (the first half of the rows are gates, the second half their ups), or rotate rope pairs and
-// store them to q or the cache.
+// The epilogues that need no other thread, run by one: store the rows, or combine swiglu pairs
+// (the first half of the rows are gates, the second half their ups).
 template <GemvEpilogue kEpi, int kRows>
 __device__ __forceinline__ void write_rows(const DecodeGemvArgs& a, const int (&row)[kRows],
                                            const bool (&valid)[kRows], const float (&y)[kRows]) {
+  static_assert(kEpi == GemvEpilogue::kStore || kEpi == GemvEpilogue::kSwiglu);
   if constexpr (kEpi == GemvEpilogue::kStore) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       if (valid[r]) a.out[row[r]] = y[r];
     }
-  } else if constexpr (kEpi == GemvEpilogue::kSwiglu) {
+  } else {
     static_assert(kRows % 2 == 0, "swiglu pairs rows");
 #pragma unroll
     for (int j = 0; j < kRows / 2; ++j) {
       const float g = y[j];
       if (valid[j]) a.out[row[j]] = g / (1.f + expf(-g)) * y[kRows / 2 + j];
     }
-  } else if constexpr (kEpi == GemvEpilogue::kRopeKv) {
-    static_assert(kRows % 2 == 0, "rope pairs rows");
+  }
+}
+
+// What the rope epilogue reads besides the rows' sums: the position and each pair's angle.
+// Looked up on its own (load_rope_pairs) so that a kernel can ask for it early, while its
+// other reads are in flight.
+template <int kPairs>
+struct RopePairs {
+  int position = 0;
+  RopeAngle angle[kPairs];
+};
+template <int kRows>
+__device__ __forceinline__ RopePairs<kRows / 2> load_rope_pairs(const DecodeGemvArgs& a,
+                                                                const int (&row)[kRows]) {
+  static_assert(kRows % 2 == 0, "rope pairs rows");
+  RopePairs<kRows / 2> p;
+  p.position = load_after_wait(a.rope.positions);
 #pragma unroll
-    for (int j = 0; j < kRows; j += 2) {
-      if (valid[j + 1]) rope_kv_pair(a.rope, a.rope.positions[0], row[j], y[j], y[j + 1], a.out);
+  for (int j = 0; j < kRows / 2; ++j) p.angle[j] = rope_angle(a.rope, p.position, row[2 * j]);
+  return p;
+}
+
+// The rope epilogue, run by one thread: rotate the pairs of rows, store them to q or the cache.
+template <int kRows>
+__device__ __forceinline__ void write_rope_pairs(const DecodeGemvArgs& a, const int (&row)[kRows],
+                                                 const bool (&valid)[kRows], const float (&y)[kRows],
+                                                 const RopePairs<kRows / 2>& rope) {
+#pragma unroll
+  for (int j = 0; j < kRows / 2; ++j) {
+    if (valid[2 * j + 1]) {
+      rope_kv_pair(a.rope, rope.position, row[2 * j], y[2 * j], y[2 * j + 1], rope.angle[j], a.out);
     }
   }
 }
@@ -408,7 +438,11 @@ __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, i
   if constexpr (kEpi == GemvEpilogue::kAccumulate) {
     accumulate_epilogue<kRows, kRowWarps>(a, warp, lane, owner, row, valid, y);
   } else if (lane == 0 && owner) {
-    write_rows<kEpi>(a, row, valid, y);
+    if constexpr (kEpi == GemvEpilogue::kRopeKv) {
+      write_rope_pairs(a, row, valid, y, load_rope_pairs(a, row));
+    } else {
+      write_rows<kEpi>(a, row, valid, y);
+    }
   }
 }
 

@@ -34,14 +34,13 @@ template <typename T, int kRowsPerBlock>
 struct DenseOnePass {
   using Element = T;
   static constexpr int kRows = kRowsPerBlock;
-  static constexpr int kElems = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kElems = kChunkElems<T>;
 };
 
 // Whether a's rows fit DenseOnePass<T, ...>: whole 16-byte chunks, at most kOnePassMaxChunks.
 template <typename T>
 bool one_pass_fits(const DecodeGemvArgs& a) {
-  constexpr int kElems = DenseOnePass<T, 1>::kElems;
-  return a.cols % kElems == 0 && a.cols / kElems <= kOnePassMaxChunks;
+  return a.cols % kChunkElems<T> == 0 && a.cols / kChunkElems<T> <= kOnePassMaxChunks;
 }
 
 template <typename T, int kRows, GemvEpilogue kEpi, bool kNorm>
@@ -49,7 +48,7 @@ __global__ void __launch_bounds__(kOnePassMaxChunks)
     decode_gemv_one_pass_kernel(const DecodeGemvArgs a) {
   static_assert(kEpi != GemvEpilogue::kAccumulate, "the residual accumulate runs on the warp kernel");
   let_next_kernel_start();
-  constexpr int kElems = DenseOnePass<T, kRows>::kElems;
+  constexpr int kElems = kChunkElems<T>;
   int row[kRows];
   bool valid[kRows];
   warp_rows<kEpi, kRows, 1>(a, 0, row, valid);  // the block's rows, as one warp's
@@ -70,12 +69,9 @@ __global__ void __launch_bounds__(kOnePassMaxChunks)
   // the position and then its angle (lane 0).
   float sumsq = 0.f;
   if (kNorm && c < a.sumsq_runs) sumsq = load_after_wait(a.in_sumsq + c);
-  int position = 0;
-  RopeAngle angle[kRows / 2];
-  if (kEpi == GemvEpilogue::kRopeKv && c == 0) {
-    position = load_after_wait(a.rope.positions);
-#pragma unroll
-    for (int j = 0; j < kRows / 2; ++j) angle[j] = rope_angle(a.rope, position, row[2 * j]);
+  RopePairs<kRows / 2> rope;
+  if constexpr (kEpi == GemvEpilogue::kRopeKv) {
+    if (c == 0) rope = load_rope_pairs(a, row);
   }
 
   // Sums, one per row and (with a norm) the sum of squares last, reduced over the block.
@@ -111,10 +107,7 @@ __global__ void __launch_bounds__(kOnePassMaxChunks)
     for (int r = 0; r < kRows; ++r) y[r] *= inv_rms;
   }
   if constexpr (kEpi == GemvEpilogue::kRopeKv) {
-#pragma unroll
-    for (int j = 0; j < kRows / 2; ++j) {
-      if (valid[2 * j + 1]) rope_kv_pair(a.rope, position, row[2 * j], y[2 * j], y[2 * j + 1], angle[j], a.out);
-    }
+    write_rope_pairs(a, row, valid, y, rope);
   } else {
     write_rows<kEpi>(a, row, valid, y);
   }
