@@ -13,9 +13,9 @@
 //  - Loaded: one burst of a lane's weights (and scales), in registers; Sums: a lane's running
 //    sums, zero when value-initialised.
 //  - units(a): units per row (16-byte chunks, or elements); lane l reads units l, l + 32, ...
-//  - load(loaded, first, end, a): issues the loads of units first + 32u (u < kBurst) below
-//    end. It reads only the weights and scales, never x: the first two bursts are issued before
-//    the wait for the kernel that writes x.
+//  - load(loaded, first, end, a): issues the loads of units first + 32u (u < kBurst) that lie
+//    before end (the warp's part of the row ends there). It reads only the weights and scales,
+//    never x: the first two bursts are issued before the wait for the kernel that writes x.
 //  - accumulate(sums, loaded, first, end, a): multiplies that burst by x, adds into sums.
 //  - finish(sums, y): the dot products of the warp's rows over its lanes' units, reduced across
 //    the warp (the same in every lane).
