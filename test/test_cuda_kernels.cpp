@@ -884,6 +884,28 @@ TEST_F(CudaDecodeGemvTall, Fp16) { check_every_epilogue(DataType::kFP16); }
 TEST_F(CudaDecodeGemvTall, Bf16) { check_every_epilogue(DataType::kBF16); }
 TEST_F(CudaDecodeGemvTall, Int8) { check_every_epilogue(DataType::kINT8); }
 
+// The prologue/epilogue pairs no kernel is built for are refused as unsupported, for each way
+// of reading rows (one pass, 16-byte chunks, scalar), before anything is launched.
+TEST_F(CudaDecodeGemv, RefusesCombinationsNotBuilt) {
+  for (const Case& c : cases()) {
+    auto [w, gpu_w] = weight(c, 64, c.cols);
+    const Tensor x = test::random_tensor({1, c.cols}, rng_);
+    const NormedInput in = normed_input(x, test::random_tensor({c.cols}, rng_, 0.5f, 1.5f));
+    Tensor out = poisoned_gpu({64}), half_out = poisoned_gpu({32});
+    const op::DecodeGemv swiglu_without_norm{.in = &in.scaled, .weight = &gpu_w,
+                                             .epilogue = op::GemvEpilogue::kSwiglu,
+                                             .out = &half_out, .rope_kv = {}};
+    const op::DecodeGemv accumulate_with_norm{.in = &in.scaled, .weight = &gpu_w,
+                                              .in_sumsq = &in.sumsq, .norm_eps = 1e-5f,
+                                              .epilogue = op::GemvEpilogue::kAccumulate,
+                                              .out = &out, .rope_kv = {}};
+    for (const op::DecodeGemv* gemv : {&swiglu_without_norm, &accumulate_with_norm}) {
+      const Status s = gpu_.decode_gemv[at(c.dtype)](*gemv, nullptr);
+      EXPECT_EQ(s.code(), StatusCode::kUnsupported) << describe(c) << ": " << s.to_string();
+    }
+  }
+}
+
 TEST_F(CudaKernels, RejectsHostTensorsAndMismatchedShapes) {
   const Tensor host = test::random_tensor({4}, rng_);
   Tensor gpu_out = poisoned_gpu({4});
