@@ -2,7 +2,9 @@
 # One GPU-machine session for the CUDA backend: build, CUDA tests, compute-sanitizer, and the
 # kernel benchmark. Run from the project root on the device machine (carry .device-deps):
 #   bash scripts/cuda_kernels_run.sh
-# SANITIZE_FILTER (a gtest filter, default: everything) narrows the sanitizer runs to some tests.
+# SANITIZE_FILTER (a gtest filter) narrows the sanitizer runs to some tests; by default every test
+# but the decode GEMV at decode heights (CudaDecodeGemvTall: the same kernels as the smaller
+# CudaDecodeGemv cases, on matrices that take the sanitizer far past its time limit).
 # Logs go to $OUT (or ./cuda-run when OUT is unset). The benchmark runs before the sanitizers
 # (which are slow); its main rows are printed again last.
 set -uo pipefail
@@ -21,14 +23,14 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKUIPER_CUDA=ON \
 echo "== tests"
 for t in test_cuda_kernels test_cuda_int8 test_cuda_model; do
   ./build-gpu/test/$t 2>&1 | tee "$out/$t.txt" |
-    grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|relative|int8 GEMV" | head -30
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|relative|agree on" | head -30
 done
 
 echo "== benchmark"
 ./build-gpu/tools/cuda_kernels_bench 2>&1 | tee "$out/bench.txt"
 
 echo "== compute-sanitizer memcheck"
-filter=${SANITIZE_FILTER:-*}
+filter=${SANITIZE_FILTER:-*-CudaDecodeGemvTall.*}
 for t in test_cuda_kernels test_cuda_int8; do
   timeout 180 compute-sanitizer --tool memcheck --leak-check no ./build-gpu/test/$t \
     --gtest_brief=1 --gtest_filter="$filter" > "$out/memcheck_$t.txt" 2>&1

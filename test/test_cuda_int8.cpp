@@ -1,15 +1,18 @@
 // CUDA int8 kernels against the CPU int8 kernels (themselves checked against double references
-// in test_int8_kernels.cpp), on the same random int8 weights. Skips when no GPU can be used.
+// in test_int8_kernels.cpp), on the same random int8 weights, and an int8 model on CUDA against
+// the same int8 model on the CPU. Skips when no GPU can be used.
 // Tolerances (relative L2 error): decode GEMV 1e-5 (fp32 arithmetic, exact widening); prefill
-// 1e-2 (weights dequantized to bf16 and activations rounded to bf16 for the tensor cores).
-// Also prints the decode GEMV's bandwidth against a device-to-device copy (target ≥ 80%).
+// 1e-2 (weights dequantized to bf16 and activations rounded to bf16 for the tensor cores); the
+// model's logits 2e-2 (CudaInt8Model says why). The decode GEMV's speed is measured by
+// tools/cuda_kernels_bench.cu, not here.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "kuiper/base/device.h"
+#include "kuiper/generation/session.h"
+#include "kuiper/model/llama_model.h"
 #include "kuiper/op/kernel_table.h"
 #include "test/test_util.h"
 
@@ -95,40 +98,88 @@ TEST_F(CudaInt8, EmbeddingMatchesCpuAndZeroesBadIds) {
   }
 }
 
-// Not a pass/fail check (timings depend on the GPU): reports the decode GEMV's effective
-// bandwidth (int8 bytes + scales) as a fraction of a device-to-device copy of the same bytes.
-TEST_F(CudaInt8, ReportsDecodeBandwidth) {
-  using Clock = std::chrono::steady_clock;
-  const int64_t rows = 14336, cols = 4096;
-  const op::Weight w = upload(random_int8_weight(rows, cols, 64, rng_));
-  Tensor in = upload(test::random_tensor({1, cols}, rng_));
-  Tensor out = upload(Tensor::zeros_cpu(DataType::kFP32, {1, rows}).value());
-  const size_t bytes = w.values.nbytes() + w.scales.nbytes();
-  void* copy_src = gpu_->allocate(bytes).value();
-  void* copy_dst = gpu_->allocate(bytes).value();
-  const auto best_seconds = [](auto&& run) {
-    double best = 1e30;
-    for (int rep = 0; rep < 20; ++rep) {
-      const auto t0 = Clock::now();
-      run();
-      EXPECT_TRUE(synchronize(nullptr).ok());
-      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+// stories260K quantized to int8 at load (groups of 64), on CUDA against the CPU. Both read the
+// same int8 weights with fp32 arithmetic in the decode GEMV; what differs is rounding to bf16
+// on CUDA: its KV cache is bf16 (the CPU's fp32) and its prefill GEMM rounds activations to
+// bf16 for the tensor cores. Each is a relative error of at most 2^-9 (≈ 2e-3) on a value that
+// feeds the residual stream; with 5 layers and those 2 roundings per layer adding up in the
+// worst case, the logits' relative error stays below 5 x 2 x 2^-9 ≈ 2e-2, the bound used.
+class CudaInt8Model : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
+    auto ckpt = load_checkpoint(test::source_path("models/stories260K/stories260K.bin"));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+    ckpt_ = std::move(ckpt).value();
+  }
+  std::unique_ptr<LlamaModel> int8_model(DeviceType device) {
+    ModelOptions options;
+    options.device = device;
+    options.weight_dtype = DataType::kINT8;
+    auto model = LlamaModel::create(ckpt_, options);
+    EXPECT_TRUE(model.ok()) << model.status().to_string();
+    return model.ok() ? std::move(model).value() : nullptr;
+  }
+  Checkpoint ckpt_;
+};
+
+// Prefill a prompt, then decode 40 forced tokens: the logits after each call, CUDA against CPU.
+TEST_F(CudaInt8Model, LogitsMatchCpu) {
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 54, 71, 260, 300, 9};
+  std::vector<int32_t> forced;
+  for (int i = 0; i < 40; ++i) forced.push_back((i * 37 + 11) % 512);
+  std::vector<std::vector<float>> logits[2];
+  for (int d = 0; d < 2; ++d) {
+    auto model = int8_model(d == 0 ? DeviceType::kCPU : DeviceType::kCUDA);
+    ASSERT_NE(model, nullptr);
+    ASSERT_EQ(model->weight_dtype(), DataType::kINT8);
+    auto out = model->forward(prompt, 0);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    logits[d].push_back(test::to_host(*out));
+    int pos = static_cast<int>(prompt.size());
+    for (int32_t t : forced) {
+      const int32_t one[1] = {t};
+      out = model->forward(one, pos++);
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      logits[d].push_back(test::to_host(*out));
     }
-    return best;
-  };
-  const auto kernel = op::cuda_kernel_table().matmul[kInt8];
-  const double gemv_s = best_seconds([&] { EXPECT_TRUE(kernel(in, w, out, nullptr).ok()); });
-  const double copy_s = best_seconds([&] {
-    EXPECT_TRUE(copy_bytes(copy_dst, DeviceType::kCUDA, copy_src, DeviceType::kCUDA, bytes, nullptr).ok());
-  });
-  gpu_->release(copy_src, bytes);
-  gpu_->release(copy_dst, bytes);
-  // A copy moves each byte twice (read + write); the GEMV reads it once.
-  const double gemv_gbs = bytes / gemv_s / 1e9, copy_gbs = 2.0 * bytes / copy_s / 1e9;
-  std::printf("int8 GEMV %lldx%lld: %.0f GB/s; device copy %.0f GB/s (read+write); ratio %.0f%%\n",
-              static_cast<long long>(rows), static_cast<long long>(cols), gemv_gbs, copy_gbs,
-              100.0 * gemv_gbs / copy_gbs);
-  RecordProperty("gemv_int8_fraction_of_copy_bandwidth", std::to_string(gemv_gbs / copy_gbs));
+  }
+  double worst = 0;
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    worst = std::max(worst, test::relative_error(logits[1][i].data(), logits[0][i].data(),
+                                                 logits[0][i].size()));
+  }
+  std::printf("int8 model, CUDA against CPU: worst relative logit error %.3g (bound 2e-2)\n", worst);
+  EXPECT_LT(worst, 2e-2);
+}
+
+// Greedy decoding from "Once upon a time", 100 tokens, on the CPU and on CUDA: the same text.
+// (The logits differ by rounding only, as above; a different token would need two candidates
+// within that rounding of each other.)
+TEST_F(CudaInt8Model, GreedyStoryEqualsCpu) {
+  constexpr int kTokens = 100;
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer,
+                              load_tokenizer(test::source_path("models/stories260K/tok512.model")));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto ids, tokenizer->encode("Once upon a time"));
+  std::vector<std::string> pieces[2];
+  for (int d = 0; d < 2; ++d) {
+    auto model = int8_model(d == 0 ? DeviceType::kCPU : DeviceType::kCUDA);
+    ASSERT_NE(model, nullptr);
+    Sampler sampler({});
+    Session session(*model, *tokenizer, sampler);
+    GenerationOptions options;
+    options.max_new_tokens = kTokens;
+    options.stop_tokens = {-1};  // run all kTokens
+    KUIPER_ASSERT_OK(session.generate(ids, options, [&](std::string_view piece) {
+      pieces[d].emplace_back(piece);
+      return true;
+    }).status());
+  }
+  size_t agree = 0;
+  while (agree < pieces[0].size() && agree < pieces[1].size() && pieces[0][agree] == pieces[1][agree]) ++agree;
+  std::printf("int8 greedy: CUDA and CPU agree on %zu of %zu pieces\n", agree, pieces[0].size());
+  EXPECT_GT(pieces[0].size(), 50u);
+  EXPECT_EQ(pieces[1], pieces[0]);
 }
 
 }  // namespace

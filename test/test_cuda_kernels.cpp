@@ -756,6 +756,156 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
   }
 }
 
+// The heights decode runs at, above the 8192 rows the tests before reach (and where the row
+// readers change: kInt8ShortRowsUpTo, kDenseShortRowsUpTo in decode_gemv.cu): LLaMA-2-7B's
+// stacked q|k|v (12288) and gate|up (22016), LLaMA-3-8B's gate|up (28672), the classifiers
+// (32000, 128256), 4096 wide; plus 8200 wide (too long for one pass: the warp kernel's paired
+// rows) and 4099 wide (odd: the scalar rows). Every epilogue, with and without its optional
+// norm, against the CPU kernels run one after another; tolerances as for CudaDecodeGemv.
+class CudaDecodeGemvTall : public CudaDecodeGemv {
+ protected:
+  void check_every_epilogue(DataType dtype) {
+    struct Shape {
+      int64_t rows, cols;
+    };
+    const Shape shapes[] = {{12288, 4096}, {22016, 4096}, {28672, 4096}, {32000, 4096},
+                            {128256, 4096}, {12288, 8200}, {12288, 4099}};
+    for (const Shape& shape : shapes) {
+      // int8 groups of 64 where they fit the row (16-byte chunks), else of 4 (scalar rows).
+      const Case c{dtype, shape.cols, shape.cols % 64 == 0 ? 64 : 4};
+      check(c, shape.rows);
+      if (HasFailure()) return;  // one failing shape says enough; the others take long
+    }
+  }
+
+ private:
+  void check(const Case& c, int64_t rows) {
+    const std::string what = describe(c) + ", " + std::to_string(rows) + " rows";
+    SCOPED_TRACE(what);
+    auto [w, gpu_w] = weight(c, rows, c.cols);
+    const Tensor x = test::random_tensor({1, c.cols}, rng_);
+    const Tensor g = test::random_tensor({c.cols}, rng_, 0.5f, 1.5f);
+    const Tensor plain = reference(w, x, nullptr), normed = reference(w, x, &g);
+    const Tensor gpu_x = upload(x);
+    const NormedInput in = normed_input(x, g);
+
+    for (bool norm : {false, true}) {
+      Tensor out = poisoned_gpu({rows});
+      const op::DecodeGemv gemv{.in = norm ? &in.scaled : &gpu_x, .weight = &gpu_w,
+                                .in_sumsq = norm ? &in.sumsq : nullptr, .norm_eps = 1e-5f,
+                                .out = &out, .rope_kv = {}};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      EXPECT_LT(error_vs(download(out), norm ? normed : plain), 1e-5) << "store, norm " << norm;
+    }
+
+    // The residual accumulate, and with a next norm its outputs: sum · g2 and Σ sum² per run.
+    const Tensor residual = test::random_tensor({rows}, rng_);
+    const Tensor g2 = test::random_tensor({rows}, rng_, 0.5f, 1.5f);
+    const int64_t runs = op::decode_sumsq_runs(rows);
+    Tensor sum_expected = Tensor::zeros_cpu(DataType::kFP32, {rows}).value();
+    Tensor normed_expected = Tensor::zeros_cpu(DataType::kFP32, {rows}).value();
+    std::vector<double> squares(runs, 0.0);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float v = residual.data<float>()[i] + plain.data<float>()[i];
+      sum_expected.data<float>()[i] = v;
+      normed_expected.data<float>()[i] = v * g2.data<float>()[i];
+      squares[i / op::kDecodeSumsqRun] += double{v} * v;
+    }
+    const Tensor gpu_g2 = upload(g2);
+    for (bool next_norm : {false, true}) {
+      Tensor sum = upload(residual), next_normed = poisoned_gpu({rows}), next_sumsq = poisoned_gpu({runs});
+      const op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kAccumulate,
+                                .out = &sum, .next_norm_weight = next_norm ? &gpu_g2 : nullptr,
+                                .next_normed = next_norm ? &next_normed : nullptr,
+                                .next_sumsq = next_norm ? &next_sumsq : nullptr, .rope_kv = {}};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      EXPECT_LT(error_vs(download(sum), sum_expected), 1e-5) << "accumulate, next norm " << next_norm;
+      if (!next_norm) continue;
+      EXPECT_LT(error_vs(download(next_normed), normed_expected), 1e-5) << "next normed";
+      const Tensor got = download(next_sumsq);
+      EXPECT_LT(test::relative_error(got.data<float>(), squares.data(), squares.size()), 1e-5)
+          << "next sums of squares";
+    }
+
+    {  // Swiglu, norm-fed: the first half of the rows are gates, the second their ups.
+      const int64_t hidden = rows / 2;
+      KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor gate, normed.reshape({2, hidden}).value().select(0));
+      KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor up, normed.reshape({2, hidden}).value().select(1));
+      Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {hidden}).value();
+      KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, nullptr));
+      Tensor out = poisoned_gpu({hidden});
+      const op::DecodeGemv gemv{.in = &in.scaled, .weight = &gpu_w, .in_sumsq = &in.sumsq,
+                                .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kSwiglu,
+                                .out = &out, .rope_kv = {}};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      EXPECT_LT(error_vs(download(out), expected), 1e-5) << "swiglu";
+    }
+
+    // Rope and the cache store, with and without the norm: the rows read as q | k | v with
+    // 8 kv heads of 128 (every height above leaves a whole number of q heads).
+    const int head_dim = 128;
+    const int64_t kv = 8 * head_dim, q_rows = rows - 2 * kv, context = 50;
+    ASSERT_EQ(q_rows % head_dim, 0);
+    const int32_t pos = 37;
+    const Tensor cos = test::random_tensor({64, head_dim / 2}, rng_);
+    const Tensor sin = test::random_tensor({64, head_dim / 2}, rng_);
+    const Tensor positions = int_tensor({pos});
+    const Tensor gpu_cos = upload(cos), gpu_sin = upload(sin), gpu_positions = upload(positions);
+    const DataType cache_dtype = c.dtype == DataType::kINT8 ? DataType::kBF16 : c.dtype;
+    for (bool norm : {false, true}) {
+      Tensor y = Tensor::zeros_cpu(DataType::kFP32, {1, rows}).value();
+      const Tensor& source = norm ? normed : plain;
+      std::memcpy(y.data<float>(), source.data<float>(), rows * sizeof(float));
+      Tensor q = Tensor::view(y.buffer(), 0, DataType::kFP32, {1, q_rows}).value();
+      Tensor k = Tensor::view(y.buffer(), q_rows * 4, DataType::kFP32, {1, kv}).value();
+      const Tensor v = Tensor::view(y.buffer(), (q_rows + kv) * 4, DataType::kFP32, {1, kv}).value();
+      KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, nullptr));
+
+      const Tensor initial = round_to(test::random_tensor({context, kv}, rng_), cache_dtype);
+      Tensor k_cache = upload(initial), v_cache = upload(initial);
+      Tensor out = poisoned_gpu({1, q_rows});
+      const op::DecodeGemv gemv{
+          .in = norm ? &in.scaled : &gpu_x, .weight = &gpu_w, .in_sumsq = norm ? &in.sumsq : nullptr,
+          .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kRopeKv, .out = &out,
+          .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
+                      &k_cache, &v_cache}};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      EXPECT_LT(error_vs(download(out), q), 1e-5) << "rope q, norm " << norm;
+      const double rounding = cache_dtype == DataType::kFP32 ? 1e-5 : cache_dtype == DataType::kBF16 ? 8e-3 : 1e-3;
+      const std::string label = std::string(norm ? "with" : "without") + " norm";
+      expect_stored_rows(download(k_cache), initial, {pos}, k, rounding, "k cache, " + label);
+      expect_stored_rows(download(v_cache), initial, {pos}, v, rounding, "v cache, " + label);
+    }
+  }
+};
+
+TEST_F(CudaDecodeGemvTall, Fp32) { check_every_epilogue(DataType::kFP32); }
+TEST_F(CudaDecodeGemvTall, Fp16) { check_every_epilogue(DataType::kFP16); }
+TEST_F(CudaDecodeGemvTall, Bf16) { check_every_epilogue(DataType::kBF16); }
+TEST_F(CudaDecodeGemvTall, Int8) { check_every_epilogue(DataType::kINT8); }
+
+// The prologue/epilogue pairs no kernel is built for are refused as unsupported, for each way
+// of reading rows (one pass, 16-byte chunks, scalar), before anything is launched.
+TEST_F(CudaDecodeGemv, RefusesCombinationsNotBuilt) {
+  for (const Case& c : cases()) {
+    auto [w, gpu_w] = weight(c, 64, c.cols);
+    const Tensor x = test::random_tensor({1, c.cols}, rng_);
+    const NormedInput in = normed_input(x, test::random_tensor({c.cols}, rng_, 0.5f, 1.5f));
+    Tensor out = poisoned_gpu({64}), half_out = poisoned_gpu({32});
+    const op::DecodeGemv swiglu_without_norm{.in = &in.scaled, .weight = &gpu_w,
+                                             .epilogue = op::GemvEpilogue::kSwiglu,
+                                             .out = &half_out, .rope_kv = {}};
+    const op::DecodeGemv accumulate_with_norm{.in = &in.scaled, .weight = &gpu_w,
+                                              .in_sumsq = &in.sumsq, .norm_eps = 1e-5f,
+                                              .epilogue = op::GemvEpilogue::kAccumulate,
+                                              .out = &out, .rope_kv = {}};
+    for (const op::DecodeGemv* gemv : {&swiglu_without_norm, &accumulate_with_norm}) {
+      const Status s = gpu_.decode_gemv[at(c.dtype)](*gemv, nullptr);
+      EXPECT_EQ(s.code(), StatusCode::kUnsupported) << describe(c) << ": " << s.to_string();
+    }
+  }
+}
+
 TEST_F(CudaKernels, RejectsHostTensorsAndMismatchedShapes) {
   const Tensor host = test::random_tensor({4}, rng_);
   Tensor gpu_out = poisoned_gpu({4});

@@ -21,7 +21,8 @@
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
 #include "kuiper/base/buffer.h"
-#include "kuiper/op/kernels/cuda/decode_gemv_one_pass.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_warp_kernel.cuh"
 
 namespace kuiper {
 namespace {
@@ -109,16 +110,6 @@ double graph_median_us(const std::function<void(int, cudaStream_t)>& call, int c
   return 1e3 * ms / calls;
 }
 
-double copy_bandwidth_gbs() {
-  const size_t bytes = size_t{1} << 30;
-  Tensor src = random_gpu(DataType::kFP32, {static_cast<int64_t>(bytes / 4)}, 1);
-  Tensor dst = random_gpu(DataType::kFP32, {static_cast<int64_t>(bytes / 4)}, 2);
-  const double ms = median_ms([&](int) {
-    check(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), bytes, cudaMemcpyDeviceToDevice), "copy");
-  }, 5);
-  return 2.0 * bytes / (ms * 1e-3) / 1e9;
-}
-
 // Enough weight copies that rotating among them defeats the L2 cache (50-60 MB).
 int copies_for(size_t bytes) { return std::max<int>(2, static_cast<int>(240'000'000 / bytes) + 1); }
 
@@ -127,10 +118,11 @@ struct Row {
   double us, gbs, pct;
 };
 
-// The decode GEMV with another way of reading rows or a fused prologue/epilogue
-// (decode_gemv.cuh), launched directly.
-template <typename Rows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore, bool kNorm = false>
-double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+// The decode GEMV kernel `launch` (a launch_decode_gemv or launch_decode_gemv_one_pass
+// instantiation) with another way of reading rows or a fused prologue/epilogue, launched directly.
+using GemvLaunch = cudaError_t (*)(const op::cuda::DecodeGemvArgs&, cudaStream_t);
+template <op::GemvEpilogue kEpi, bool kNorm>
+double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
   op::cuda::DecodeGemvArgs a;
   a.rows = static_cast<int>(ws[0].rows());
   a.cols = static_cast<int>(ws[0].cols());
@@ -156,8 +148,20 @@ double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tenso
     const op::Weight& w = ws[i % ws.size()];
     a.w = w.values.raw_data();
     if (w.is_quantized()) a.scales = w.scales.data<float>();
-    check(op::cuda::launch_decode_gemv_as<Rows, kEpi, kNorm>(a, nullptr), "gemv");
+    check(launch(a, nullptr), "gemv");
   }, 60);
+}
+
+// The warp kernel reading rows as Rows does.
+template <typename Rows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore, bool kNorm = false>
+double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+  return gemv_launch_us<kEpi, kNorm>(op::cuda::launch_decode_gemv<Rows, kEpi, kNorm>, ws, x, y);
+}
+
+// The one-pass kernel, kRows rows of T per block.
+template <typename T, int kRows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore, bool kNorm = false>
+double gemv_one_pass_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+  return gemv_launch_us<kEpi, kNorm>(op::cuda::launch_decode_gemv_one_pass<T, kRows, kEpi, kNorm>, ws, x, y);
 }
 
 // Uniform int8 weights in [-127, 127] and scales in [0.001, 0.02], from the fp32 fill.
@@ -215,7 +219,9 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20);
   const op::KernelTable& table = op::kernel_table(DeviceType::kCUDA);
-  const double copy_gbs = copy_bandwidth_gbs();
+  const StatusOr<double> copy = cuda_copy_bandwidth_gbs(size_t{1} << 30);
+  check(copy.status(), "copy bandwidth");
+  const double copy_gbs = copy.value();
   std::vector<Row> rows;
   rows.push_back({"d2d copy 1 GiB (read+write)", 0, copy_gbs, 100});
 
@@ -251,7 +257,6 @@ int main(int argc, char** argv) {
     if (s.dtype == DataType::kBF16) {
       using B = __nv_bfloat16;
       using op::cuda::DenseChunks;
-      using op::cuda::DenseOnePass;
       using Rows = DenseChunks<B, 4>;
       using Paired = DenseChunks<B, 2, 2>;
       using E = op::GemvEpilogue;
@@ -267,17 +272,18 @@ int main(int argc, char** argv) {
       add("  accumulate+norm, 1 row x 4", gemv_variant_us<Rows, E::kAccumulate, false>(ws, x, y));
       add("  norm+swiglu, 2 rows x 2", gemv_variant_us<Paired, E::kSwiglu, true>(ws, x, y));
       if (s.cols / op::cuda::kChunkElems<B> <= op::cuda::kOnePassMaxChunks) {
-        add("  one pass, 2 rows", gemv_variant_us<DenseOnePass<B, 2>>(ws, x, y));
-        add("  one pass, 8 rows", gemv_variant_us<DenseOnePass<B, 8>>(ws, x, y));
-        add("  one pass, norm+store, 8 rows", gemv_variant_us<DenseOnePass<B, 8>, E::kStore, true>(ws, x, y));
-        add("  one pass, norm+swiglu, 2 rows", gemv_variant_us<DenseOnePass<B, 2>, E::kSwiglu, true>(ws, x, y));
+        add("  one pass, 2 rows", gemv_one_pass_us<B, 2>(ws, x, y));
+        add("  one pass, 8 rows", gemv_one_pass_us<B, 8>(ws, x, y));
+        add("  one pass, norm+store, 8 rows", gemv_one_pass_us<B, 8, E::kStore, true>(ws, x, y));
+        add("  one pass, norm+swiglu, 2 rows", gemv_one_pass_us<B, 2, E::kSwiglu, true>(ws, x, y));
       }
     }
   }
 
   // Decode int8 GEMV through the table (group 64), and other shapes of the kernel.
+  // (LLaMA-2-7B's matrices, LLaMA-3-8B's 14336-row gate and up, the classifier.)
   for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008},
-                      {32000, 4096}}) {
+                      {14336, 4096}, {32000, 4096}}) {
     const int group = 64;
     const size_t bytes = static_cast<size_t>(r * c) + 4 * static_cast<size_t>(r * c / group);
     std::vector<op::Weight> ws;

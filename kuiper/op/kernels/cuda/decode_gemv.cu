@@ -1,70 +1,160 @@
-// The decode GEMV's host side: checks a DecodeGemv, picks how rows are read (decode_gemv.cuh,
-// decode_gemv_one_pass.cuh) from the weight dtype, shape and alignment, and launches the kernel
-// for its prologue and epilogue. Only the combinations the model uses are built (compile time
-// grows with each): stores and rope/KV with and without a norm, the residual accumulate, and a
-// norm-fed swiglu.
+// The decode GEMV's host side: checks a DecodeGemv, chooses the kernel and row reader for it
+// (choose_gemv_kernel) and launches the one built for its prologue and epilogue. Only the
+// combinations the model uses are built (compile time grows with each): stores and rope/KV with
+// and without a norm, the residual accumulate without, and swiglu with one. docs/performance.md
+// has the measurements behind the choices.
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
-#include "kuiper/op/kernels/cuda/decode_gemv.cuh"
-#include "kuiper/op/kernels/cuda/decode_gemv_one_pass.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_warp_kernel.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
 
-// How rows are read for each kind of epilogue: plain stores with Plain, the residual accumulate
-// with Accumulating, and swiglu and rope, which combine pairs of rows, with Paired (two or more
-// rows per warp or block).
-template <typename Plain, typename Accumulating, typename Paired>
-Status launch_rows(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
-  const bool norm = a.in_sumsq != nullptr;
-  cudaError_t e = cudaErrorNotSupported;
-  switch (epilogue) {
-    case GemvEpilogue::kStore:
-      e = norm ? launch_decode_gemv_as<Plain, GemvEpilogue::kStore, true>(a, stream)
-               : launch_decode_gemv_as<Plain, GemvEpilogue::kStore, false>(a, stream);
-      break;
-    case GemvEpilogue::kAccumulate:
-      if (!norm) e = launch_decode_gemv_as<Accumulating, GemvEpilogue::kAccumulate, false>(a, stream);
-      break;
-    case GemvEpilogue::kSwiglu:
-      if (norm) e = launch_decode_gemv_as<Paired, GemvEpilogue::kSwiglu, true>(a, stream);
-      break;
-    case GemvEpilogue::kRopeKv:
-      e = norm ? launch_decode_gemv_as<Paired, GemvEpilogue::kRopeKv, true>(a, stream)
-               : launch_decode_gemv_as<Paired, GemvEpilogue::kRopeKv, false>(a, stream);
-      break;
+// Which kernel runs a decode GEMV, and how the warp kernel reads its rows.
+enum class GemvKernel {
+  kOnePass,  // decode_gemv_one_pass_kernel.cuh: a block reads its rows in one pass
+  kWarp,     // decode_gemv_warp_kernel.cuh: warps walk their rows in bursts
+};
+enum class GemvRowReader {
+  kShortChunks,  // 16-byte chunks, the layout for matrices of up to k*ShortRowsUpTo rows
+  kTallChunks,   // 16-byte chunks, the layout for taller matrices
+  kScalar,       // one element at a time: any alignment, row length or int8 group
+};
+struct GemvKernelChoice {
+  GemvKernel kernel;
+  GemvRowReader reader;  // the warp kernel's (the one-pass kernel reads 16-byte chunks)
+};
+
+// int8 matrices of up to this many rows are read 4 rows per warp with each row's columns split
+// between two warps (SplitColumns<Int8Chunks<4, 1>, 2>; swiglu and rope, which no 7B-class model
+// has at that height, Int8Chunks<2, 2>): four whole rows per warp leave too few warps to keep
+// every multiprocessor busy, and two rows per warp read x twice as often per weight. Taller
+// ones read four whole rows per warp with ptxas held to three blocks per multiprocessor
+// (Int8Chunks<4, 1, 3>; its 80 registers spill 8 bytes, which costs less than a third block).
+constexpr int kInt8ShortRowsUpTo = 8192;
+
+// fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
+// long for one pass) take one row per warp and two 16-byte loads per burst up to this many
+// rows, four above: short matrices have fewer warps, and deeper bursts leave them idle longer.
+// Swiglu and rope pair rows inside a warp, 2 rows x 2 loads.
+constexpr int kDenseShortRowsUpTo = 8192;
+
+// The one place the kernel is chosen: fp32/fp16/bf16 rows that one block reads in one pass
+// (16-byte aligned, whole chunks, at most kOnePassMaxChunks) take the one-pass kernel, except
+// for the residual accumulate; everything else takes the warp kernel, reading 16-byte chunks
+// where the alignment, row length and (int8) group size allow, else one element at a time.
+GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, GemvEpilogue epilogue) {
+  const bool aligned = aligned_to(a.w, 16) && aligned_to(a.x, 16);
+  if (dtype == DataType::kINT8) {
+    if (!aligned || a.cols % 16 != 0 || a.group_shift < 0) return {GemvKernel::kWarp, GemvRowReader::kScalar};
+    return {GemvKernel::kWarp, a.rows <= kInt8ShortRowsUpTo ? GemvRowReader::kShortChunks
+                                                            : GemvRowReader::kTallChunks};
   }
-  if (e == cudaErrorNotSupported) {
-    return unsupported(std::string("decode_gemv: this epilogue is built only ") +
-                       (norm ? "without" : "with") + " a norm prologue");
+  const int elems = 16 / static_cast<int>(dtype_size(dtype));
+  if (!aligned || a.cols % elems != 0) return {GemvKernel::kWarp, GemvRowReader::kScalar};
+  const GemvRowReader chunks = a.rows <= kDenseShortRowsUpTo ? GemvRowReader::kShortChunks
+                                                             : GemvRowReader::kTallChunks;
+  const bool one_pass = a.cols / elems <= kOnePassMaxChunks && epilogue != GemvEpilogue::kAccumulate;
+  return {one_pass ? GemvKernel::kOnePass : GemvKernel::kWarp, chunks};
+}
+
+// The error for an epilogue and prologue that no kernel is built for.
+Status not_built(GemvEpilogue epilogue, bool norm) {
+  const char* name = epilogue == GemvEpilogue::kStore        ? "store"
+                     : epilogue == GemvEpilogue::kAccumulate ? "accumulate"
+                     : epilogue == GemvEpilogue::kSwiglu     ? "swiglu"
+                                                             : "rope/KV";
+  return unsupported(std::string("decode_gemv: the ") + name + " epilogue is not built " +
+                     (norm ? "with" : "without") + " a norm prologue");
+}
+
+// Runs launch.template operator()<kEpi, kNorm>() for the built combination that `epilogue`
+// and `norm` name, and checks the launch. kWithAccumulate: whether the kernel has the residual
+// accumulate (the one-pass kernel has not).
+template <bool kWithAccumulate, typename Launch>
+Status launch_built(GemvEpilogue epilogue, bool norm, Launch&& launch) {
+  using E = GemvEpilogue;
+  cudaError_t e = cudaSuccess;
+  switch (epilogue) {
+    case E::kStore:
+      e = norm ? launch.template operator()<E::kStore, true>()
+               : launch.template operator()<E::kStore, false>();
+      break;
+    case E::kAccumulate:
+      if constexpr (kWithAccumulate) {
+        if (norm) return not_built(epilogue, norm);
+        e = launch.template operator()<E::kAccumulate, false>();
+      } else {
+        return not_built(epilogue, norm);
+      }
+      break;
+    case E::kSwiglu:
+      if (!norm) return not_built(epilogue, norm);
+      e = launch.template operator()<E::kSwiglu, true>();
+      break;
+    case E::kRopeKv:
+      e = norm ? launch.template operator()<E::kRopeKv, true>()
+               : launch.template operator()<E::kRopeKv, false>();
+      break;
   }
   KUIPER_CUDA_RETURN_IF_ERROR(e);
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("decode_gemv");
   return ok_status();
 }
 
-// int8 rows per warp. Up to this many rows, plain and accumulating GEMVs give a warp four rows
-// and half of their columns, the other half going to another warp of the block: a 4096-row
-// matrix read four whole rows per warp has too few warps to keep every multiprocessor busy,
-// and two rows per warp read x twice as often per weight. Swiglu and rope at that height (no
-// 7B-class model has them) keep 2 rows x 2 loads. Taller matrices read four whole rows per
-// warp, with ptxas held to three blocks per multiprocessor (its 80 registers spill 8 bytes).
-// On an H200, % of copy bandwidth: 4096x4096 50% (2x2) -> 62% (4x1 split in two; in four
-// 55%), 4096x11008 59% -> 77%; 11008x4096 4x1 with three blocks 75% (two blocks 60%, 2x2 53%,
-// split in two 67%), 32000x4096 4x1 82-84% (2x2 60%). LLaMA-2-7B int8 decode at context 128:
-// 346 -> 372 tokens/s with the three-block 4x1 for the tall matrices, 377 -> 408 with the
-// split 4x1 for the short ones.
-constexpr int kInt8ShortRowsUpTo = 8192;
+// Swiglu and rope combine pairs of rows, so they need two or more rows per warp or block.
+constexpr bool pairs_rows(GemvEpilogue e) { return e == GemvEpilogue::kSwiglu || e == GemvEpilogue::kRopeKv; }
 
-// fp32/fp16/bf16 rows that one block reads in one pass (decode_gemv_one_pass.cuh) do so, except
-// for the residual accumulate. The others, and the accumulate, take the warp kernel: one row
-// per warp, two loads per burst up to this many rows, four above. On an H200, % of copy
-// bandwidth, 1x2 / 1x4: 4096x4096 79 / 76% (68% on a slower H200), 4096x11008 95 / 95% (85% on
-// the slower one), 11008x4096 88 / 92%, 32000x4096 99 / 103%. LLaMA-2-7B bf16 decode at context
-// 128 / 4096: 261.9 / 229.3 -> 272.3 / 237.3 tokens/s; LLaMA-3-8B 242.2 / 219.5 -> 251.3 /
-// 227.4 (all before the one-pass kernel).
-constexpr int kDenseShortRowsUpTo = 8192;
+// The warp kernel reading rows as Unpaired does for stores and the accumulate, as Paired does
+// for swiglu and rope.
+template <typename Unpaired, typename Paired>
+Status launch_warp(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
+  return launch_built<true>(epilogue, a.in_sumsq != nullptr, [&]<GemvEpilogue kEpi, bool kNorm>() {
+    using Rows = std::conditional_t<pairs_rows(kEpi), Paired, Unpaired>;
+    return launch_decode_gemv<Rows, kEpi, kNorm>(a, stream);
+  });
+}
+
+// The one-pass kernel: 8 rows per block for stores, one pair for swiglu and rope (pairs in 4 or
+// 8 rows per block measured slower).
+template <typename T>
+Status launch_one_pass(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
+  return launch_built<false>(epilogue, a.in_sumsq != nullptr, [&]<GemvEpilogue kEpi, bool kNorm>() {
+    return launch_decode_gemv_one_pass<T, pairs_rows(kEpi) ? 2 : 8, kEpi, kNorm>(a, stream);
+  });
+}
+
+// The warp kernel's row readers for int8 weights (kInt8ShortRowsUpTo says why).
+Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
+                   cudaStream_t stream) {
+  switch (reader) {
+    case GemvRowReader::kShortChunks:
+      return launch_warp<SplitColumns<Int8Chunks<4, 1>, 2>, Int8Chunks<2, 2>>(a, epilogue, stream);
+    case GemvRowReader::kTallChunks:
+      return launch_warp<Int8Chunks<4, 1, 3>, Int8Chunks<4, 1, 3>>(a, epilogue, stream);
+    case GemvRowReader::kScalar:
+      break;
+  }
+  return launch_warp<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, epilogue, stream);
+}
+
+// The warp kernel's row readers for fp32/fp16/bf16 weights (kDenseShortRowsUpTo says why).
+template <typename T>
+Status launch_dense(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
+                    cudaStream_t stream) {
+  using Paired = DenseChunks<T, 2, 2>;
+  switch (reader) {
+    case GemvRowReader::kShortChunks:
+      return launch_warp<DenseChunks<T, 2>, Paired>(a, epilogue, stream);
+    case GemvRowReader::kTallChunks:
+      return launch_warp<DenseChunks<T, 4>, Paired>(a, epilogue, stream);
+    case GemvRowReader::kScalar:
+      break;
+  }
+  return launch_warp<ScalarRows<T>, ScalarRows<T, 2>>(a, epilogue, stream);
+}
 
 Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
   if (!g.in || !g.weight || !g.out) return invalid_argument("decode_gemv needs in, weight and out");
@@ -143,37 +233,13 @@ Status decode_gemv(const DecodeGemv& gemv, Stream stream) {
   DecodeGemvArgs a;
   KUIPER_RETURN_IF_ERROR(check_and_fill(gemv, a));
   const cudaStream_t s = as_cuda_stream(stream);
-  const bool inputs_aligned = aligned_to(a.w, 16) && aligned_to(a.x, 16);
   const DataType dtype = gemv.weight->dtype();
-  if (dtype == DataType::kINT8) {
-    if (inputs_aligned && a.cols % 16 == 0 && a.group_shift >= 0) {
-      using Short = SplitColumns<Int8Chunks<4, 1>, 2>;
-      using ShortPaired = Int8Chunks<2, 2>;
-      using Tall = Int8Chunks<4, 1, 3>;
-      return a.rows <= kInt8ShortRowsUpTo ? launch_rows<Short, Short, ShortPaired>(a, gemv.epilogue, s)
-                                          : launch_rows<Tall, Tall, Tall>(a, gemv.epilogue, s);
-    }
-    using Scalar = ScalarRows<int8_t>;
-    return launch_rows<Scalar, Scalar, ScalarRows<int8_t, 2>>(a, gemv.epilogue, s);
-  }
+  const GemvKernelChoice choice = choose_gemv_kernel(dtype, a, gemv.epilogue);
+  if (dtype == DataType::kINT8) return launch_int8(a, choice.reader, gemv.epilogue, s);
   return dispatch_float_type(dtype, [&](auto zero) {
     using T = decltype(zero);
-    if (inputs_aligned && a.cols % DenseChunks<T>::kElems == 0) {
-      using Short = DenseChunks<T, 2>;
-      using Tall = DenseChunks<T, 4>;
-      const bool short_rows = a.rows <= kDenseShortRowsUpTo;
-      if (one_pass_fits<T>(a)) {
-        using Plain = DenseOnePass<T, 8>;
-        using Pairs = DenseOnePass<T, 2>;
-        return short_rows ? launch_rows<Plain, Short, Pairs>(a, gemv.epilogue, s)
-                          : launch_rows<Plain, Tall, Pairs>(a, gemv.epilogue, s);
-      }
-      using Paired = DenseChunks<T, 2, 2>;
-      return short_rows ? launch_rows<Short, Short, Paired>(a, gemv.epilogue, s)
-                        : launch_rows<Tall, Tall, Paired>(a, gemv.epilogue, s);
-    }
-    using Scalar = ScalarRows<T>;
-    return launch_rows<Scalar, Scalar, ScalarRows<T, 2>>(a, gemv.epilogue, s);
+    return choice.kernel == GemvKernel::kOnePass ? launch_one_pass<T>(a, gemv.epilogue, s)
+                                                 : launch_dense<T>(a, choice.reader, gemv.epilogue, s);
   });
 }
 

@@ -1,5 +1,5 @@
 // out[T, rows] = in[T, cols] · Wᵀ on the GPU.
-// Decode (T = 1) is the weight-streaming GEMV of decode_gemv.cuh. Prefill (T > 1) is a GEMM on
+// Decode (T = 1) is the weight-streaming GEMV of decode_gemv.cu. Prefill (T > 1) is a GEMM on
 // cuBLAS: fp16/bf16 weights run on the tensor cores after the activations are rounded to the
 // weights' type in a scratch buffer, accumulating and writing fp32; fp32 weights run as a true
 // fp32 GEMM (no TF32), so that fp32 models stay exact to fp32 rounding.

@@ -1,5 +1,5 @@
 // int8-weight matmul on the GPU.
-// Decode (T = 1) streams W once through the GEMV of decode_gemv.cuh.
+// Decode (T = 1) streams W once through the GEMV of decode_gemv.cu.
 // Prefill (T > 1) is compute-bound: W is dequantized to bf16 into scratch memory and multiplied
 // by the bf16 tensor-core GEMM behind matmul().
 #include <cuda_bf16.h>

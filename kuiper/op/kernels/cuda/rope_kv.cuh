@@ -1,7 +1,7 @@
 // Where the q, k and v rows of one position go once a GEMV or GEMM has produced them stacked
 // (q_rows, then kv_rows of k, then kv_rows of v): q rotated into its output, k rotated and v
 // copied into the caches at the position, in the caches' dtype. Shared by the decode GEMV's
-// kRopeKv epilogue (decode_gemv.cuh) and the prefill kernel rope_kv_store (rope_kv.cu).
+// kRopeKv epilogue (decode_gemv_epilogues.cuh) and the prefill kernel rope_kv_store (rope_kv.cu).
 #pragma once
 
 #include <cstdint>

@@ -3,45 +3,20 @@
 // takes kRows rows, and thread t reads chunk t of every one of them: all of a thread's loads
 // are issued at once, before the wait for the kernel that writes x. The blocks are short-lived
 // (a 4096-wide bf16 row is 8 KB) and several are resident on each multiprocessor, one reducing
-// while the others' loads are in flight; this streams HBM better than the warp kernel of
-// decode_gemv.cuh, whose warps each walk a row in bursts. x is read once per block for all of
-// its rows, and a norm's sums of squares come in the block's one reduction with the rows' sums.
-//
-// Measured on an H200 (graph replay, weights rotated past L2), bf16, µs, warp kernel -> one
-// pass: 12288x4096 rope+norm 27.06 -> 25.52 (2 rows), 22016x4096 swiglu+norm 45.98 -> 45.52
-// (2 rows), 32000x4096 norm+store 76.17 (1 row x 4) -> 58.29 (8 rows), 4096x4096 store 9.93 ->
-// 9.11; plain stores reach 4,245-4,463 GB/s on the taller shapes (copy 4,243-4,273), where a
-// bare read of the same bytes reached 4,304-4,586. LLaMA-2-7B decode at context 128 / 4096:
-// 270.1 / 237 -> 285.7 / 245.2 tokens/s; LLaMA-3-8B 251.7 / 227.6 -> 257.7 / 230.7.
-// Swiglu and rope pairs in 4 or 8 rows per block measured slower than in 2 (22016x4096
-// swiglu+norm, 8 rows: 46.5; 4 rows: 51.6). The residual accumulate stays on the warp kernel:
-// here it needs a whole run of 8 rows per block for the next norm's sums, and that measured
-// slower (4096x4096 11.6 against 10.0).
+// while the others' loads are in flight; this streams HBM better than the warp kernel, whose
+// warps each walk a row in bursts. x is read once per block for all of its rows, and a norm's
+// sums of squares come in the block's one reduction with the rows' sums. It has no residual
+// accumulate: that needs a whole run of 8 rows per block for the next norm's sums, which streams
+// worse than the warp kernel (docs/performance.md).
 #pragma once
 
-#include "kuiper/op/kernels/cuda/decode_gemv.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_epilogues.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_rows.cuh"
 
 namespace kuiper::op::cuda {
 
-inline constexpr int kOnePassMaxChunks = 1024;  // one chunk per thread, 1024 threads
-
-// Internal linkage, as in decode_gemv.cuh.
-namespace {
-
-// Rows of T read one pass per block, kRows rows per block (decode_gemv.cu uses 8 for plain
-// GEMVs, 2 for swiglu and rope: one pair).
-template <typename T, int kRowsPerBlock>
-struct DenseOnePass {
-  using Element = T;
-  static constexpr int kRows = kRowsPerBlock;
-  static constexpr int kElems = kChunkElems<T>;
-};
-
-// Whether a's rows fit DenseOnePass<T, ...>: whole 16-byte chunks, at most kOnePassMaxChunks.
-template <typename T>
-bool one_pass_fits(const DecodeGemvArgs& a) {
-  return a.cols % kChunkElems<T> == 0 && a.cols / kChunkElems<T> <= kOnePassMaxChunks;
-}
+namespace {  // internal linkage: decode_gemv_args.cuh says why
 
 template <typename T, int kRows, GemvEpilogue kEpi, bool kNorm>
 __global__ void __launch_bounds__(kOnePassMaxChunks)
@@ -65,8 +40,7 @@ __global__ void __launch_bounds__(kOnePassMaxChunks)
   // Everything else the block reads is asked for now, before the first use of any of it, so
   // that it all arrives in one round trip: x, the input norm's sums of squares (there are at
   // most as many runs of 8 columns as threads; read after the dot products, as a loop, they
-  // were a second round trip: 12288x4096 bf16 24.1 µs without a norm, 27.2 with) and, for rope,
-  // the position and then its angle (lane 0).
+  // would be a second round trip) and, for rope, the position and then its angle (lane 0).
   float sumsq = 0.f;
   if (kNorm && c < a.sumsq_runs) sumsq = load_after_wait(a.in_sumsq + c);
   RopePairs<kRows / 2> rope;
@@ -114,26 +88,13 @@ __global__ void __launch_bounds__(kOnePassMaxChunks)
 }
 
 // One block per kRows rows (per kRows / 2 outputs for swiglu), one thread per chunk of a row.
-template <typename Rows, GemvEpilogue kEpi, bool kNorm>
+template <typename T, int kRows, GemvEpilogue kEpi, bool kNorm>
 cudaError_t launch_decode_gemv_one_pass(const DecodeGemvArgs& a, cudaStream_t stream) {
-  constexpr int kRows = Rows::kRows;
-  const int chunks = a.cols / Rows::kElems;
+  const int chunks = a.cols / kChunkElems<T>;
   const unsigned threads = static_cast<unsigned>((chunks + 31) / 32 * 32);
-  return launch_overlapped(decode_gemv_one_pass_kernel<typename Rows::Element, kRows, kEpi, kNorm>,
+  return launch_overlapped(decode_gemv_one_pass_kernel<T, kRows, kEpi, kNorm>,
                            dim3(static_cast<unsigned>((a.rows + kRows - 1) / kRows)),
                            dim3(threads), 0, stream, a);
-}
-
-template <typename Rows>
-inline constexpr bool kOnePass = false;
-template <typename T, int kRows>
-inline constexpr bool kOnePass<DenseOnePass<T, kRows>> = true;
-
-// The kernel that reads rows as Rows says: one pass per block, or the warp kernel.
-template <typename Rows, GemvEpilogue kEpi, bool kNorm>
-cudaError_t launch_decode_gemv_as(const DecodeGemvArgs& a, cudaStream_t stream) {
-  if constexpr (kOnePass<Rows>) return launch_decode_gemv_one_pass<Rows, kEpi, kNorm>(a, stream);
-  else return launch_decode_gemv<Rows, kEpi, kNorm>(a, stream);
 }
 
 }  // namespace

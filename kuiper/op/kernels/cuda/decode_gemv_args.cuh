@@ -1,0 +1,97 @@
+// The decode-time GEMV, y = W · x for one token, with the norm before it and an epilogue after
+// it fused in (kernel_table.h, DecodeGemv). Decode is bound by reading W once from HBM, so every
+// part of it is built around that stream: 16-byte loads coalesced across a warp, weights read
+// past L1 (__ldcs) so that x stays cached there, fp32 sums reduced with warp shuffles, and the
+// fused work kept off the weight stream (a block that holds its registers after its weights
+// arrived leaves HBM idle). The parts, one header each:
+//  - decode_gemv_args.cuh (this): what the kernels read, and the arithmetic they share;
+//  - decode_gemv_rows.cuh: row readers, one per storage layout, and the contract they meet;
+//  - decode_gemv_epilogues.cuh: the input norm's 1/rms and what is done with the rows' sums;
+//  - decode_gemv_warp_kernel.cuh: the kernel of any shape, a warp walking its rows in bursts;
+//  - decode_gemv_one_pass_kernel.cuh: the kernel for rows one block reads in one pass;
+//  - decode_gemv.cu: which kernel and row reader a call gets (choose_gemv_kernel), and launch.
+// docs/performance.md has the measurements behind each choice.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <bit>
+#include <cstdint>
+
+#include "kuiper/op/kernel_table.h"
+#include "kuiper/op/kernels/cuda/element_types.cuh"
+#include "kuiper/op/kernels/cuda/launch.cuh"
+#include "kuiper/op/kernels/cuda/rope_kv.cuh"
+
+namespace kuiper::op::cuda {
+
+// What the kernel reads, in device terms (decode_gemv.cu fills it from a DecodeGemv).
+struct DecodeGemvArgs {
+  const void* w = nullptr;
+  const float* scales = nullptr;  // int8 only
+  int group_size = 0;             // int8 only
+  int group_shift = 0;            // log2(group_size), Int8Chunks only
+  const float* x = nullptr;
+  const float* in_sumsq = nullptr;  // the input's norm: x · g came in, Σ x² in runs
+  int sumsq_runs = 0;
+  float eps = 0.f;
+  int rows = 0, cols = 0;
+  float* out = nullptr;
+  // kAccumulate with a next norm
+  const float* next_norm_weight = nullptr;
+  float* next_normed = nullptr;
+  float* next_sumsq = nullptr;
+  RopeKvArgs rope;  // kRopeKv
+};
+
+// DecodeGemvArgs::group_shift for int8 groups of g: log2(g) when g is a power of two ≥ 16 (a
+// 16-weight chunk then never straddles a group, as Int8Chunks needs), else -1.
+inline int chunk_group_shift(int g) {
+  const auto u = static_cast<unsigned>(g);
+  return g >= 16 && std::has_single_bit(u) ? std::countr_zero(u) : -1;
+}
+
+// Elements of T in one 16-byte chunk, the unit the dense kernels read rows in.
+template <typename T>
+inline constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
+
+// The longest row the one-pass kernel reads: one chunk per thread, 1024 threads.
+inline constexpr int kOnePassMaxChunks = 1024;
+
+// Internal linkage: without relocatable device code every translation unit that includes these
+// headers gets its own copy of each kernel, and shared host-side launch stubs would mix one
+// unit's kernel registration with another's.
+namespace {
+
+inline constexpr int kDecodeWarps = 8;  // warps per block of the warp kernel
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Four input elements starting at i (16-byte aligned). x is written by the previous kernel
+// (hence load_after_wait, never __ldg: launch.cuh).
+__device__ __forceinline__ float4 input4(const float* x, int i) {
+  return load_after_wait(reinterpret_cast<const float4*>(x + i));
+}
+
+// Dot product of 16 bytes of weights with the matching inputs x0 (and x1 for 16-bit weights).
+template <typename Half>
+__device__ __forceinline__ float dot16(const uint4& w, const float4& x0, const float4& x1,
+                                       const Half* tag) {
+  const float2 a = widen_pair(w.x, tag), b = widen_pair(w.y, tag), c = widen_pair(w.z, tag),
+               d = widen_pair(w.w, tag);
+  return a.x * x0.x + a.y * x0.y + b.x * x0.z + b.y * x0.w +
+         c.x * x1.x + c.y * x1.y + d.x * x1.z + d.y * x1.w;
+}
+__device__ __forceinline__ float dot16(const uint4& w, const float4& x0, const float4&,
+                                       const float*) {
+  return __uint_as_float(w.x) * x0.x + __uint_as_float(w.y) * x0.y +
+         __uint_as_float(w.z) * x0.z + __uint_as_float(w.w) * x0.w;
+}
+
+}  // namespace
+}  // namespace kuiper::op::cuda

@@ -1,0 +1,157 @@
+// What the decode GEMV does after the dot products, shared by its two kernels: the input norm's
+// 1/rms, then one epilogue (kernel_table.h, GemvEpilogue). An epilogue receives y[kRows], the
+// dot products of the rows a warp (warp kernel) or block (one-pass kernel) took, already scaled
+// by 1/rms when there is a norm; row[kRows], their indices (clamped into the matrix); and
+// valid[kRows], which of them lie inside it. The rows are ordered as warp_rows
+// (decode_gemv_rows.cuh) gives them: for kSwiglu the first half are gates and the second half
+// the matching ups, for the others consecutive rows, so that each rope pair (2j, 2j + 1) is
+// held together.
+//  - kStore: out[row] = y. kSwiglu: out[gate row] = silu(gate) * up.
+//  - kRopeKv: rotate each pair and store it to q or the cache (rope_kv.cuh).
+//  - kAccumulate: out[row] += y, and with a next norm out · g and the sums of squares of out
+//    over runs of kDecodeSumsqRun rows. It synchronises the block, which is why every warp of
+//    the warp kernel runs the same loop (rows past the end re-read the last row).
+// What the fusions cost is kept off the weight stream: the norm's sums of squares come with x
+// from the GEMV that wrote it (rather than each block reducing x), and pairs of rows live in
+// one warp (rather than meeting across warps in shared memory).
+#pragma once
+
+#include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
+
+namespace kuiper::op::cuda {
+namespace {  // internal linkage: decode_gemv_args.cuh says why
+
+// out += y; with a next norm, also out · g and the sums of squares of out over runs of
+// kDecodeSumsqRun rows (a block holds whole runs: its rows are consecutive and a multiple of 8).
+// out and g are read here, after the dot products: read together with x they held the weight
+// stream back (docs/performance.md).
+template <int kRows, int kRowWarps>
+__device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int warp, int lane,
+                                                    bool owner, const int (&row)[kRows],
+                                                    const bool (&valid)[kRows], const float (&y)[kRows]) {
+  constexpr int kBlockRows = kRowWarps * kRows;
+  static_assert(kBlockRows % kDecodeSumsqRun == 0);
+  __shared__ float squares[kBlockRows];
+  // Lane r takes row r, so that the rows' reads of out and g are in flight together (one lane
+  // walking the rows waits for each row's reads in turn).
+  if (lane < kRows && owner) {
+    int my_row = row[0];
+    bool my_valid = valid[0];
+    float my_y = y[0];
+#pragma unroll
+    for (int r = 1; r < kRows; ++r) {
+      if (lane == r) {
+        my_row = row[r];
+        my_valid = valid[r];
+        my_y = y[r];
+      }
+    }
+    float sum = 0.f;
+    if (my_valid) {
+      const float residual = a.out[my_row];
+      const float g = a.next_norm_weight != nullptr ? a.next_norm_weight[my_row] : 0.f;
+      sum = residual + my_y;
+      a.out[my_row] = sum;
+      if (a.next_norm_weight != nullptr) a.next_normed[my_row] = sum * g;
+    }
+    squares[warp * kRows + lane] = sum * sum;
+  }
+  if (a.next_norm_weight == nullptr) return;  // uniform across the block
+  __syncthreads();
+  const int t = threadIdx.x;
+  const int run = blockIdx.x * (kBlockRows / kDecodeSumsqRun) + t;
+  if (t < kBlockRows / kDecodeSumsqRun && run * kDecodeSumsqRun < a.rows) {
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kDecodeSumsqRun; ++i) sum += squares[t * kDecodeSumsqRun + i];
+    a.next_sumsq[run] = sum;
+  }
+}
+
+// 1 / rms of the norm's input, from the sum of its sums of squares.
+__device__ __forceinline__ float inverse_rms(const DecodeGemvArgs& a, float sumsq) {
+  return rsqrtf(sumsq / static_cast<float>(a.cols) + a.eps);
+}
+
+// The epilogues that need no other thread, run by one: store the rows, or combine swiglu pairs
+// (the first half of the rows are gates, the second half their ups).
+template <GemvEpilogue kEpi, int kRows>
+__device__ __forceinline__ void write_rows(const DecodeGemvArgs& a, const int (&row)[kRows],
+                                           const bool (&valid)[kRows], const float (&y)[kRows]) {
+  static_assert(kEpi == GemvEpilogue::kStore || kEpi == GemvEpilogue::kSwiglu);
+  if constexpr (kEpi == GemvEpilogue::kStore) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (valid[r]) a.out[row[r]] = y[r];
+    }
+  } else {
+    static_assert(kRows % 2 == 0, "swiglu pairs rows");
+#pragma unroll
+    for (int j = 0; j < kRows / 2; ++j) {
+      const float g = y[j];
+      if (valid[j]) a.out[row[j]] = g / (1.f + expf(-g)) * y[kRows / 2 + j];
+    }
+  }
+}
+
+// What the rope epilogue reads besides the rows' sums: the position and each pair's angle.
+// Looked up on its own (load_rope_pairs) so that a kernel can ask for it early, while its
+// other reads are in flight.
+template <int kPairs>
+struct RopePairs {
+  int position = 0;
+  RopeAngle angle[kPairs];
+};
+template <int kRows>
+__device__ __forceinline__ RopePairs<kRows / 2> load_rope_pairs(const DecodeGemvArgs& a,
+                                                                const int (&row)[kRows]) {
+  static_assert(kRows % 2 == 0, "rope pairs rows");
+  RopePairs<kRows / 2> p;
+  p.position = load_after_wait(a.rope.positions);
+#pragma unroll
+  for (int j = 0; j < kRows / 2; ++j) p.angle[j] = rope_angle(a.rope, p.position, row[2 * j]);
+  return p;
+}
+
+// The rope epilogue, run by one thread: rotate the pairs of rows, store them to q or the cache.
+template <int kRows>
+__device__ __forceinline__ void write_rope_pairs(const DecodeGemvArgs& a, const int (&row)[kRows],
+                                                 const bool (&valid)[kRows], const float (&y)[kRows],
+                                                 const RopePairs<kRows / 2>& rope) {
+#pragma unroll
+  for (int j = 0; j < kRows / 2; ++j) {
+    if (valid[2 * j + 1]) {
+      rope_kv_pair(a.rope, rope.position, row[2 * j], y[2 * j], y[2 * j + 1], rope.angle[j], a.out);
+    }
+  }
+}
+
+// What follows the dot products of a warp's rows y (the same in every lane): the input norm's
+// 1/rms, then the epilogue. Only an owner warp writes (with columns split, the first part's).
+template <GemvEpilogue kEpi, bool kNorm, int kRows, int kRowWarps>
+__device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, int lane,
+                                            bool owner, const int (&row)[kRows],
+                                            const bool (&valid)[kRows], float (&y)[kRows]) {
+  if constexpr (kNorm) {
+    // x · g came in as the input; 1 / rms(x) comes from the sums of squares the GEMV that
+    // wrote x left behind, summed in the same order in every warp. Read here rather than while
+    // the weights are in flight, which holds registers across the stream.
+    float sumsq = 0.f;
+    for (int i = lane; i < a.sumsq_runs; i += 32) sumsq += load_after_wait(a.in_sumsq + i);
+    const float inv_rms = inverse_rms(a, warp_sum(sumsq));
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) y[r] *= inv_rms;
+  }
+  if constexpr (kEpi == GemvEpilogue::kAccumulate) {
+    accumulate_epilogue<kRows, kRowWarps>(a, warp, lane, owner, row, valid, y);
+  } else if (lane == 0 && owner) {
+    if constexpr (kEpi == GemvEpilogue::kRopeKv) {
+      write_rope_pairs(a, row, valid, y, load_rope_pairs(a, row));
+    } else {
+      write_rows<kEpi>(a, row, valid, y);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kuiper::op::cuda

@@ -1,0 +1,83 @@
+// The decode GEMV's warp kernel: any shape, rows read by a row reader (decode_gemv_rows.cuh),
+// a block of kDecodeWarps warps each walking its rows' columns in bursts. Warps that issued
+// one long burst, waited and multiplied all waited and then all multiplied at once, leaving HBM
+// idle in between; so every warp keeps two short bursts in flight instead. Launched overlapped
+// (launch.cuh), a block issues its first two bursts before waiting for the kernel that writes
+// x, so the weight stream of one GEMV starts while the kernel before it is still finishing.
+#pragma once
+
+#include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_epilogues.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_rows.cuh"
+
+namespace kuiper::op::cuda {
+namespace {  // internal linkage: decode_gemv_args.cuh says why
+
+// Each warp keeps two bursts of loads in flight: while one is multiplied, the next is on its
+// way, and the burst after it is requested as soon as a buffer is free. The first two are
+// issued before the wait for the previous kernel. Where Rows splits columns (SplitColumns), a
+// warp reads its part of its rows' columns, and the first part's warp adds the others' sums
+// and writes the rows.
+template <typename Rows, GemvEpilogue kEpi, bool kNorm>
+__global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
+    decode_gemv_kernel(const DecodeGemvArgs a) {
+  let_next_kernel_start();
+  constexpr int kRows = Rows::kRows, kStep = 32 * Rows::kBurst;
+  constexpr int kParts = Rows::kColumnParts, kRowWarps = kDecodeWarps / kParts;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int row_warp = warp % kRowWarps, part = warp / kRowWarps;
+  int row[kRows];
+  bool valid[kRows];
+  warp_rows<kEpi, kRows, kRowWarps>(a, row_warp, row, valid);
+  const Rows rows(a, row);
+  const int units = rows.units(a), part_units = (units + kParts - 1) / kParts;
+  const int begin = part * part_units, end = min(units, begin + part_units);
+  typename Rows::Sums sums;
+  typename Rows::Loaded even, odd;
+  rows.load(even, begin + lane, end, a);
+  rows.load(odd, begin + kStep + lane, end, a);
+  wait_for_previous_kernel();  // x is written by the previous kernel
+  for (int start = begin; start < end; start += 2 * kStep) {
+    rows.accumulate(sums, even, start + lane, end, a);
+    rows.load(even, start + 2 * kStep + lane, end, a);
+    if (start + kStep >= end) break;
+    rows.accumulate(sums, odd, start + kStep + lane, end, a);
+    rows.load(odd, start + 3 * kStep + lane, end, a);
+  }
+  float y[kRows];
+  rows.finish(sums, y);
+  if constexpr (kParts > 1) {  // the other parts' sums, added in part order
+    __shared__ float part_sums[kParts - 1][kRowWarps][kRows];
+    if (part > 0 && lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) part_sums[part - 1][row_warp][r] = y[r];
+    }
+    __syncthreads();
+    if (part == 0) {
+#pragma unroll
+      for (int p = 0; p < kParts - 1; ++p) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) y[r] += part_sums[p][row_warp][r];
+      }
+    }
+  }
+  finish_rows<kEpi, kNorm, kRows, kRowWarps>(a, row_warp, lane, part == 0, row, valid, y);
+}
+
+// Blocks for a grid of `a` read as Rows reads it (kRows rows per warp, kColumnParts warps per
+// row). Swiglu needs as many: its warps read as many rows, and write half as many outputs.
+template <typename Rows>
+unsigned decode_gemv_blocks(const DecodeGemvArgs& a) {
+  constexpr int kBlockRows = kDecodeWarps / Rows::kColumnParts * Rows::kRows;
+  return static_cast<unsigned>((a.rows + kBlockRows - 1) / kBlockRows);
+}
+
+template <typename Rows, GemvEpilogue kEpi, bool kNorm>
+cudaError_t launch_decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
+  return launch_overlapped(decode_gemv_kernel<Rows, kEpi, kNorm>,
+                           dim3(decode_gemv_blocks<Rows>(a)),
+                           dim3(kDecodeWarps * 32), 0, stream, a);
+}
+
+}  // namespace
+}  // namespace kuiper::op::cuda
