@@ -83,7 +83,7 @@ StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const M
                                                                   : kDefaultInt8GroupSize;
     KUIPER_ASSIGN_OR_RETURN(checkpoint, convert_checkpoint(checkpoint, {DataType::kINT8, group}));
   }
-  return LlamaModel::create(checkpoint, options);
+  return LlamaModel::create(checkpoint.config, checkpoint.weights, options);
 }
 
 StatusOr<LoadedModel> load_model(const ModelFlags& flags) {

@@ -23,7 +23,7 @@ class ChatContext : public ::testing::Test {
     KUIPER_ASSERT_OK_AND_ASSIGN(tokenizer_, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
     ModelOptions options;
     options.context = kContext;
-    KUIPER_ASSERT_OK_AND_ASSIGN(model_, LlamaModel::create(ckpt, options));
+    KUIPER_ASSERT_OK_AND_ASSIGN(model_, LlamaModel::create(ckpt.config, ckpt.weights, options));
     KUIPER_ASSERT_OK_AND_ASSIGN(template_, make_chat_template(ChatTemplateKind::kLlama2, *tokenizer_));
     session_ = std::make_unique<Session>(*model_, *tokenizer_, sampler_);
   }
@@ -101,7 +101,7 @@ TEST_F(ChatContext, ContextTooSmallForAnyTurnIsRefused) {
   ModelOptions options;
   options.context = 4;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path("models/stories260K/stories260K.bin")));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto tiny, LlamaModel::create(ckpt, options));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tiny, LlamaModel::create(ckpt.config, ckpt.weights, options));
   Session session(*tiny, *tokenizer_, sampler_);
   Conversation conversation(session, *template_, "", 8);
   auto refused = conversation.reply("Hi", kIgnore);

@@ -28,7 +28,7 @@ class StoriesChat : public ::testing::Test {
   void SetUp() override {
     KUIPER_ASSERT_OK_AND_ASSIGN(ckpt_, load_checkpoint(test::source_path(kStoriesModel)));
     KUIPER_ASSERT_OK_AND_ASSIGN(tokenizer_, load_tokenizer(test::source_path(kStoriesTokenizer)));
-    KUIPER_ASSERT_OK_AND_ASSIGN(model_, LlamaModel::create(ckpt_, {}));
+    KUIPER_ASSERT_OK_AND_ASSIGN(model_, LlamaModel::create(ckpt_.config, ckpt_.weights, {}));
     session_ = std::make_unique<Session>(*model_, *tokenizer_, sampler_);
   }
 
@@ -83,7 +83,7 @@ TEST_F(StoriesChat, TurnsPrefillOnlyTheirTokensAndMatchAFreshModel) {
   const int32_t close[1] = {eos};
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor cached_logits, session.prefill(close));
   const auto cached = to_host(cached_logits);
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto fresh_model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto fresh_model, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor fresh_logits, fresh_model->forward(expected, 0));
   const auto fresh = to_host(fresh_logits);
   ASSERT_EQ(cached.size(), fresh.size());
@@ -134,7 +134,7 @@ TEST(ChatSession, Llama3TurnsCloseWithEotAndKeepTheSystemBlock) {
   c.dim = 16; c.hidden_dim = 32; c.n_layers = 1; c.n_heads = 2; c.n_kv_heads = 1;
   c.vocab_size = tokenizer->vocab_size(); c.max_seq_len = 128; c.rope_theta = 500000.f;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, make_random_checkpoint(c, 11));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kAuto, *tokenizer));
   ASSERT_EQ(chat_template->name(), "llama3");
   Sampler sampler({});

@@ -24,6 +24,9 @@
 namespace kuiper {
 namespace {
 
+// Kernels called directly run in the test program's context.
+const op::ExecutionContext& ctx() { return test::kernel_context(DeviceType::kCPU); }
+
 using op::AttentionShape;
 using op::Weight;
 using test::random_tensor;
@@ -107,7 +110,7 @@ TEST(CpuEmbedding, CopiesRowsOfEveryTableDtype) {
         std::vector<int32_t> ids = random_ints(tokens, 0, vocab - 1, rng);
         ids[0] = static_cast<int32_t>(vocab - 1);  // the last row is reachable
         Tensor out = zeros({tokens, dim});
-        KUIPER_ASSERT_OK(cpu().embedding[at(dtype)](int_tensor(ids), table, out, nullptr));
+        KUIPER_ASSERT_OK(cpu().embedding[at(dtype)](int_tensor(ids), table, out, ctx()));
         for (int64_t t = 0; t < tokens; ++t) {
           for (int64_t i = 0; i < dim; ++i) {
             ASSERT_EQ(out.data<float>()[t * dim + i], exact[ids[t] * dim + i])
@@ -127,13 +130,13 @@ TEST(CpuEmbedding, RejectsBadIdsShapesAndDtypes) {
     const auto embed = cpu().embedding[at(dtype)];
     Tensor out = zeros({2, 4});
     for (int32_t bad : {-1, 10, 1 << 30}) {
-      EXPECT_EQ(embed(int_tensor({3, bad}), table, out, nullptr).code(), StatusCode::kOutOfRange)
+      EXPECT_EQ(embed(int_tensor({3, bad}), table, out, ctx()).code(), StatusCode::kOutOfRange)
           << dtype_name(dtype) << " id " << bad;
     }
     Tensor short_out = zeros({7});
-    EXPECT_EQ(embed(int_tensor({1, 2}), table, short_out, nullptr).code(),
+    EXPECT_EQ(embed(int_tensor({1, 2}), table, short_out, ctx()).code(),
               StatusCode::kInvalidArgument);
-    EXPECT_EQ(embed(zeros({2}), table, out, nullptr).code(), StatusCode::kInvalidArgument)
+    EXPECT_EQ(embed(zeros({2}), table, out, ctx()).code(), StatusCode::kInvalidArgument)
         << "fp32 token ids";
   }
   // A table of the wrong dtype for the entry must be refused, not read out of bounds.
@@ -141,9 +144,9 @@ TEST(CpuEmbedding, RejectsBadIdsShapesAndDtypes) {
   const Weight half_table = random_weight(DataType::kFP16, 10, 4, rng, exact);
   const Weight fp32_table = random_weight(DataType::kFP32, 10, 4, rng, exact);
   Tensor out = zeros({1, 4});
-  EXPECT_EQ(cpu().embedding[at(DataType::kFP32)](int_tensor({9}), half_table, out, nullptr).code(),
+  EXPECT_EQ(cpu().embedding[at(DataType::kFP32)](int_tensor({9}), half_table, out, ctx()).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu().embedding[at(DataType::kFP16)](int_tensor({9}), fp32_table, out, nullptr).code(),
+  EXPECT_EQ(cpu().embedding[at(DataType::kFP16)](int_tensor({9}), fp32_table, out, ctx()).code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -159,7 +162,7 @@ TEST(CpuMatmul, MatchesReferenceForEveryWeightDtype) {
         const Weight weight = random_weight(dtype, rows, cols, rng, w);
         const Tensor in = random_tensor({tokens, cols}, rng);
         Tensor out = zeros({tokens, rows});
-        KUIPER_ASSERT_OK(cpu().matmul[at(dtype)](in, weight, out, nullptr));
+        KUIPER_ASSERT_OK(cpu().matmul[at(dtype)](in, weight, out, ctx()));
         std::vector<double> ref(tokens * rows, 0.0);
         for (int64_t t = 0; t < tokens; ++t) {
           for (int64_t r = 0; r < rows; ++r) {
@@ -182,15 +185,15 @@ TEST(CpuMatmul, RejectsBadShapesAndDtypes) {
     const Weight weight = random_weight(dtype, 6, 10, rng, w);
     const auto matmul = cpu().matmul[at(dtype)];
     Tensor out = zeros({2, 6});
-    EXPECT_EQ(matmul(random_tensor({2, 9}, rng), weight, out, nullptr).code(),
+    EXPECT_EQ(matmul(random_tensor({2, 9}, rng), weight, out, ctx()).code(),
               StatusCode::kInvalidArgument) << "input not a multiple of cols";
     Tensor wrong_out = zeros({2, 5});
-    EXPECT_EQ(matmul(random_tensor({2, 10}, rng), weight, wrong_out, nullptr).code(),
+    EXPECT_EQ(matmul(random_tensor({2, 10}, rng), weight, wrong_out, ctx()).code(),
               StatusCode::kInvalidArgument);
-    EXPECT_EQ(matmul(zeros({2, 10}, DataType::kFP16), weight, out, nullptr).code(),
+    EXPECT_EQ(matmul(zeros({2, 10}, DataType::kFP16), weight, out, ctx()).code(),
               StatusCode::kInvalidArgument) << "half activations";
     KUIPER_ASSERT_OK_AND_ASSIGN(Tensor flat, weight.values.reshape({60}));
-    EXPECT_EQ(matmul(random_tensor({2, 10}, rng), unquantized(flat), out, nullptr).code(),
+    EXPECT_EQ(matmul(random_tensor({2, 10}, rng), unquantized(flat), out, ctx()).code(),
               StatusCode::kInvalidArgument) << "1-d weight";
   }
   std::vector<double> w;
@@ -198,9 +201,9 @@ TEST(CpuMatmul, RejectsBadShapesAndDtypes) {
   const Weight fp32 = random_weight(DataType::kFP32, 6, 10, rng, w);
   Tensor out = zeros({1, 6});
   const Tensor in = random_tensor({1, 10}, rng);
-  EXPECT_EQ(cpu().matmul[at(DataType::kFP32)](in, bf16, out, nullptr).code(),
+  EXPECT_EQ(cpu().matmul[at(DataType::kFP32)](in, bf16, out, ctx()).code(),
             StatusCode::kInvalidArgument) << "bf16 weight in the fp32 entry";
-  EXPECT_EQ(cpu().matmul[at(DataType::kBF16)](in, fp32, out, nullptr).code(),
+  EXPECT_EQ(cpu().matmul[at(DataType::kBF16)](in, fp32, out, ctx()).code(),
             StatusCode::kInvalidArgument) << "fp32 weight in the bf16 entry";
 }
 
@@ -228,11 +231,11 @@ TEST(CpuRmsNorm, MatchesReferenceAndWorksInPlace) {
       const Tensor weight = random_tensor({dim}, rng, 0.5, 1.5);
       const std::vector<double> ref = rmsnorm_reference(in, weight, eps);
       Tensor out = zeros({tokens, dim});
-      KUIPER_ASSERT_OK(cpu().rmsnorm(in, weight, eps, out, nullptr));
+      KUIPER_ASSERT_OK(cpu().rmsnorm(in, weight, eps, out, ctx()));
       EXPECT_LT(relative_error(out.data<float>(), ref.data(), ref.size()), kAccumulatedTolerance)
           << dim << " T=" << tokens;
       Tensor in_place = in;  // shares memory: out aliases in
-      KUIPER_ASSERT_OK(cpu().rmsnorm(in_place, weight, eps, in_place, nullptr));
+      KUIPER_ASSERT_OK(cpu().rmsnorm(in_place, weight, eps, in_place, ctx()));
       EXPECT_LT(relative_error(in.data<float>(), ref.data(), ref.size()), kAccumulatedTolerance)
           << "in place, " << dim << " T=" << tokens;
     }
@@ -253,20 +256,20 @@ TEST(CpuRmsNorm, ResidualAddFusedIntoNorm) {
       }
       const std::vector<double> ref = rmsnorm_reference(sum, weight, eps);
       Tensor out = zeros({tokens, dim});
-      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x, delta, weight, eps, out, nullptr));
+      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x, delta, weight, eps, out, ctx()));
       EXPECT_EQ(relative_error(x.data<float>(), sum.data<float>(), sum.numel()), 0) << "x holds the sum";
       EXPECT_LT(relative_error(out.data<float>(), ref.data(), ref.size()), kAccumulatedTolerance) << dim;
       Tensor x2 = random_tensor({tokens, dim}, rng), d2 = random_tensor({tokens, dim}, rng);
       Tensor x2_copy = zeros({tokens, dim});
       KUIPER_ASSERT_OK(x2_copy.copy_from(x2));
       Tensor expected = zeros({tokens, dim});
-      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x2_copy, d2, weight, eps, expected, nullptr));
-      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x2, d2, weight, eps, d2, nullptr));  // out aliases delta
+      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x2_copy, d2, weight, eps, expected, ctx()));
+      KUIPER_ASSERT_OK(cpu().add_rmsnorm(x2, d2, weight, eps, d2, ctx()));  // out aliases delta
       EXPECT_EQ(relative_error(d2.data<float>(), expected.data<float>(), expected.numel()), 0);
     }
   }
   Tensor x = random_tensor({2, 8}, rng), out = zeros({2, 8});
-  EXPECT_EQ(cpu().add_rmsnorm(x, random_tensor({2, 7}, rng), random_tensor({8}, rng), 1e-5f, out, nullptr).code(),
+  EXPECT_EQ(cpu().add_rmsnorm(x, random_tensor({2, 7}, rng), random_tensor({8}, rng), 1e-5f, out, ctx()).code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -275,11 +278,11 @@ TEST(CpuRmsNorm, RejectsBadShapesAndDtypes) {
   const Tensor in = random_tensor({3, 8}, rng);
   Tensor out = zeros({3, 8});
   Tensor short_out = zeros({3, 7});
-  EXPECT_EQ(cpu().rmsnorm(in, random_tensor({7}, rng), 1e-5f, out, nullptr).code(),
+  EXPECT_EQ(cpu().rmsnorm(in, random_tensor({7}, rng), 1e-5f, out, ctx()).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu().rmsnorm(in, random_tensor({8}, rng), 1e-5f, short_out, nullptr).code(),
+  EXPECT_EQ(cpu().rmsnorm(in, random_tensor({8}, rng), 1e-5f, short_out, ctx()).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu().rmsnorm(in, zeros({8}, DataType::kBF16), 1e-5f, out, nullptr).code(),
+  EXPECT_EQ(cpu().rmsnorm(in, zeros({8}, DataType::kBF16), 1e-5f, out, ctx()).code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -337,7 +340,7 @@ TEST(CpuRope, RotatesInterleavedPairsAtArbitraryPositions) {
         const auto q_ref = rope_reference(q, positions, tables, head_dim);
         const auto k_ref = rope_reference(k, positions, tables, head_dim);
         KUIPER_ASSERT_OK(
-            cpu().rope(q, k, int_tensor(positions), tables.cos, tables.sin, head_dim, nullptr));
+            cpu().rope(q, k, int_tensor(positions), tables.cos, tables.sin, head_dim, ctx()));
         EXPECT_LT(relative_error(q.data<float>(), q_ref.data(), q_ref.size()),
                   kElementwiseTolerance) << "q head_dim " << head_dim << " T=" << tokens;
         EXPECT_LT(relative_error(k.data<float>(), k_ref.data(), k_ref.size()),
@@ -352,7 +355,7 @@ TEST(CpuRope, PositionZeroIsIdentity) {
   const RopeTables tables = rope_tables(4, 16);
   Tensor q = random_tensor({1, 32}, rng), k = random_tensor({1, 16}, rng);
   const auto q_before = as_double(q);
-  KUIPER_ASSERT_OK(cpu().rope(q, k, int_tensor({0}), tables.cos, tables.sin, 16, nullptr));
+  KUIPER_ASSERT_OK(cpu().rope(q, k, int_tensor({0}), tables.cos, tables.sin, 16, ctx()));
   EXPECT_EQ(relative_error(q.data<float>(), q_before.data(), q_before.size()), 0.0);
 }
 
@@ -360,17 +363,17 @@ TEST(CpuRope, RejectsBadPositionsAndShapes) {
   std::mt19937 rng(9);
   const RopeTables tables = rope_tables(10, 8);
   Tensor q = random_tensor({2, 16}, rng), k = random_tensor({2, 8}, rng);
-  EXPECT_EQ(cpu().rope(q, k, int_tensor({0, 10}), tables.cos, tables.sin, 8, nullptr).code(),
+  EXPECT_EQ(cpu().rope(q, k, int_tensor({0, 10}), tables.cos, tables.sin, 8, ctx()).code(),
             StatusCode::kOutOfRange);
-  EXPECT_EQ(cpu().rope(q, k, int_tensor({-1, 3}), tables.cos, tables.sin, 8, nullptr).code(),
+  EXPECT_EQ(cpu().rope(q, k, int_tensor({-1, 3}), tables.cos, tables.sin, 8, ctx()).code(),
             StatusCode::kOutOfRange);
-  EXPECT_EQ(cpu().rope(q, k, int_tensor({1, 2, 3}), tables.cos, tables.sin, 8, nullptr).code(),
+  EXPECT_EQ(cpu().rope(q, k, int_tensor({1, 2, 3}), tables.cos, tables.sin, 8, ctx()).code(),
             StatusCode::kInvalidArgument) << "more positions than rows";
-  EXPECT_EQ(cpu().rope(q, k, int_tensor({1, 2}), tables.cos, tables.sin, 7, nullptr).code(),
+  EXPECT_EQ(cpu().rope(q, k, int_tensor({1, 2}), tables.cos, tables.sin, 7, ctx()).code(),
             StatusCode::kInvalidArgument) << "odd head_dim";
-  EXPECT_EQ(cpu().rope(q, k, int_tensor({1, 2}), tables.cos, tables.sin, 16, nullptr).code(),
+  EXPECT_EQ(cpu().rope(q, k, int_tensor({1, 2}), tables.cos, tables.sin, 16, ctx()).code(),
             StatusCode::kInvalidArgument) << "tables for another head_dim";
-  EXPECT_EQ(cpu().rope(q, k, zeros({2}), tables.cos, tables.sin, 8, nullptr).code(),
+  EXPECT_EQ(cpu().rope(q, k, zeros({2}), tables.cos, tables.sin, 8, ctx()).code(),
             StatusCode::kInvalidArgument) << "fp32 positions";
 }
 
@@ -393,7 +396,7 @@ TEST(CpuKvStore, WritesExactlyTheGivenRows) {
     }
   }
   KUIPER_ASSERT_OK(cpu().kv_store[at(DataType::kFP32)](k, v, int_tensor(positions), k_cache,
-                                                        v_cache, nullptr));
+                                                        v_cache, ctx()));
   for (int64_t i = 0; i < context * kv_dim; ++i) {
     ASSERT_EQ(k_cache.data<float>()[i], k_expected[i]) << "key element " << i;
     ASSERT_EQ(v_cache.data<float>()[i], v_expected[i]) << "value element " << i;
@@ -405,17 +408,17 @@ TEST(CpuKvStore, RejectsBadPositionsShapesAndDtypes) {
   const auto store = cpu().kv_store[at(DataType::kFP32)];
   const Tensor k = random_tensor({2, 8}, rng), v = random_tensor({2, 8}, rng);
   Tensor k_cache = zeros({4, 8}), v_cache = zeros({4, 8});
-  EXPECT_EQ(store(k, v, int_tensor({1, 4}), k_cache, v_cache, nullptr).code(),
+  EXPECT_EQ(store(k, v, int_tensor({1, 4}), k_cache, v_cache, ctx()).code(),
             StatusCode::kOutOfRange);
-  EXPECT_EQ(store(k, v, int_tensor({-1, 0}), k_cache, v_cache, nullptr).code(),
+  EXPECT_EQ(store(k, v, int_tensor({-1, 0}), k_cache, v_cache, ctx()).code(),
             StatusCode::kOutOfRange);
-  EXPECT_EQ(store(k, v, int_tensor({1}), k_cache, v_cache, nullptr).code(),
+  EXPECT_EQ(store(k, v, int_tensor({1}), k_cache, v_cache, ctx()).code(),
             StatusCode::kInvalidArgument);
   Tensor narrow_cache = zeros({4, 7});
-  EXPECT_EQ(store(k, v, int_tensor({0, 1}), narrow_cache, v_cache, nullptr).code(),
+  EXPECT_EQ(store(k, v, int_tensor({0, 1}), narrow_cache, v_cache, ctx()).code(),
             StatusCode::kInvalidArgument);
   Tensor half_cache = zeros({4, 8}, DataType::kFP16);
-  EXPECT_EQ(store(k, v, int_tensor({0, 1}), half_cache, half_cache, nullptr).code(),
+  EXPECT_EQ(store(k, v, int_tensor({0, 1}), half_cache, half_cache, ctx()).code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -474,7 +477,7 @@ void check_attention(const AttentionShape& s, const std::vector<int32_t>& positi
   const Tensor q = random_tensor({tokens, int64_t{s.n_heads} * s.head_dim}, rng, -2, 2);
   Tensor out = zeros(q.shape());
   KUIPER_ASSERT_OK(cpu().attention[at(DataType::kFP32)](q, k_cache, v_cache,
-                                                         int_tensor(positions), s, out, nullptr));
+                                                         int_tensor(positions), s, out, ctx()));
   const auto ref = attention_reference(q, k_cache, v_cache, positions, s);
   EXPECT_LT(relative_error(out.data<float>(), ref.data(), ref.size()), kAccumulatedTolerance)
       << s.n_heads << "/" << s.n_kv_heads << " heads x " << s.head_dim << ", T=" << tokens
@@ -512,7 +515,7 @@ TEST(CpuAttention, NoPositionsIsANoOp) {
   Tensor out = zeros({0, 16});
   KUIPER_ASSERT_OK(cpu().attention[at(DataType::kFP32)](zeros({0, 16}), zeros({4, 8}),
                                                          zeros({4, 8}), int_tensor({}), s, out,
-                                                         nullptr));
+                                                         ctx()));
 }
 
 TEST(CpuAttention, RejectsBadShapesAndPositions) {
@@ -522,21 +525,21 @@ TEST(CpuAttention, RejectsBadShapesAndPositions) {
   const Tensor cache = random_tensor({6, 16}, rng);
   Tensor out = zeros({2, 32});
   const AttentionShape good{4, 2, 8};
-  KUIPER_ASSERT_OK(attend(q, cache, cache, int_tensor({0, 1}), good, out, nullptr));
-  EXPECT_EQ(attend(q, cache, cache, int_tensor({0, 6}), good, out, nullptr).code(),
+  KUIPER_ASSERT_OK(attend(q, cache, cache, int_tensor({0, 1}), good, out, ctx()));
+  EXPECT_EQ(attend(q, cache, cache, int_tensor({0, 6}), good, out, ctx()).code(),
             StatusCode::kOutOfRange);
-  EXPECT_EQ(attend(q, cache, cache, int_tensor({0, -1}), good, out, nullptr).code(),
+  EXPECT_EQ(attend(q, cache, cache, int_tensor({0, -1}), good, out, ctx()).code(),
             StatusCode::kOutOfRange);
   for (AttentionShape bad : {AttentionShape{4, 3, 8}, AttentionShape{0, 2, 8},
                              AttentionShape{4, 2, 0}, AttentionShape{8, 2, 4}}) {
-    EXPECT_EQ(attend(q, cache, cache, int_tensor({0, 1}), bad, out, nullptr).code(),
+    EXPECT_EQ(attend(q, cache, cache, int_tensor({0, 1}), bad, out, ctx()).code(),
               StatusCode::kInvalidArgument) << bad.n_heads << "/" << bad.n_kv_heads << "x"
                                             << bad.head_dim;
   }
-  EXPECT_EQ(attend(q, cache, cache, int_tensor({0}), good, out, nullptr).code(),
+  EXPECT_EQ(attend(q, cache, cache, int_tensor({0}), good, out, ctx()).code(),
             StatusCode::kInvalidArgument) << "fewer positions than query rows";
   Tensor half_cache = zeros({6, 16}, DataType::kFP16);
-  EXPECT_EQ(attend(q, half_cache, half_cache, int_tensor({0, 1}), good, out, nullptr).code(),
+  EXPECT_EQ(attend(q, half_cache, half_cache, int_tensor({0, 1}), good, out, ctx()).code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -552,10 +555,10 @@ TEST(CpuElementwise, SwigluMatchesReferenceAndWorksInPlace) {
       ref[i] = g / (1 + std::exp(-g)) * up.data<float>()[i];
     }
     Tensor out = zeros({n});
-    KUIPER_ASSERT_OK(cpu().swiglu(gate, up, out, nullptr));
+    KUIPER_ASSERT_OK(cpu().swiglu(gate, up, out, ctx()));
     EXPECT_LT(relative_error(out.data<float>(), ref.data(), n), kElementwiseTolerance) << n;
     Tensor in_place = gate;
-    KUIPER_ASSERT_OK(cpu().swiglu(in_place, up, in_place, nullptr));
+    KUIPER_ASSERT_OK(cpu().swiglu(in_place, up, in_place, ctx()));
     EXPECT_LT(relative_error(gate.data<float>(), ref.data(), n), kElementwiseTolerance) << n;
   }
 }
@@ -567,10 +570,10 @@ TEST(CpuElementwise, AddMatchesReferenceAndWorksInPlace) {
     std::vector<double> ref(n);
     for (int64_t i = 0; i < n; ++i) ref[i] = double{a.data<float>()[i]} + b.data<float>()[i];
     Tensor out = zeros({n});
-    KUIPER_ASSERT_OK(cpu().add(a, b, out, nullptr));
+    KUIPER_ASSERT_OK(cpu().add(a, b, out, ctx()));
     EXPECT_LT(relative_error(out.data<float>(), ref.data(), n), kElementwiseTolerance) << n;
     Tensor in_place = a;
-    KUIPER_ASSERT_OK(cpu().add(in_place, b, in_place, nullptr));
+    KUIPER_ASSERT_OK(cpu().add(in_place, b, in_place, ctx()));
     EXPECT_LT(relative_error(a.data<float>(), ref.data(), n), kElementwiseTolerance) << n;
   }
 }
@@ -580,10 +583,10 @@ TEST(CpuElementwise, RejectsSizeAndDtypeMismatches) {
   const Tensor a = random_tensor({8}, rng), b = random_tensor({7}, rng);
   Tensor out = zeros({8});
   Tensor half_out = zeros({8}, DataType::kFP16);
-  EXPECT_EQ(cpu().swiglu(a, b, out, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu().add(a, b, out, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu().swiglu(a, a, half_out, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu().add(a, a, half_out, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu().swiglu(a, b, out, ctx()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu().add(a, b, out, ctx()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu().swiglu(a, a, half_out, ctx()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu().add(a, a, half_out, ctx()).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(CpuArgmax, FindsTheLargestFirstOnTies) {
@@ -600,7 +603,7 @@ TEST(CpuArgmax, FindsTheLargestFirstOnTies) {
       if (x[i] > x[expected]) expected = i;
     }
     Tensor out = zeros({1}, DataType::kINT32);
-    KUIPER_ASSERT_OK(cpu().argmax(logits, out, nullptr));
+    KUIPER_ASSERT_OK(cpu().argmax(logits, out, ctx()));
     EXPECT_EQ(out.data<int32_t>()[0], expected) << n;
   }
 }
@@ -611,11 +614,11 @@ TEST(CpuArgmax, RejectsBadArguments) {
   Tensor fp32_out = zeros({1});
   Tensor no_room = zeros({0}, DataType::kINT32);
   Tensor out = zeros({1}, DataType::kINT32);
-  EXPECT_EQ(cpu().argmax(logits, fp32_out, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu().argmax(logits, no_room, nullptr).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu().argmax(zeros({0}), out, nullptr).code(), StatusCode::kInvalidArgument)
+  EXPECT_EQ(cpu().argmax(logits, fp32_out, ctx()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu().argmax(logits, no_room, ctx()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu().argmax(zeros({0}), out, ctx()).code(), StatusCode::kInvalidArgument)
       << "no logits to choose from";
-  EXPECT_EQ(cpu().argmax(zeros({5}, DataType::kINT32), out, nullptr).code(),
+  EXPECT_EQ(cpu().argmax(zeros({5}, DataType::kINT32), out, ctx()).code(),
             StatusCode::kInvalidArgument);
 }
 

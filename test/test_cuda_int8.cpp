@@ -19,6 +19,9 @@
 namespace kuiper {
 namespace {
 
+// Kernels called directly run in the test program's context (CPU kernels ignore it).
+const op::ExecutionContext& ctx() { return test::kernel_context(DeviceType::kCUDA); }
+
 using test::random_int8_weight;
 
 constexpr int kInt8 = static_cast<int>(DataType::kINT8);
@@ -41,8 +44,8 @@ class CudaInt8 : public ::testing::Test {
     Tensor gpu_out = upload(cpu_out);
     Tensor gpu_in = upload(in);
     const op::Weight gpu_w = upload(w);
-    EXPECT_TRUE(op::cpu_kernel_table().matmul[kInt8](in, w, cpu_out, nullptr).ok());
-    const Status s = op::cuda_kernel_table().matmul[kInt8](gpu_in, gpu_w, gpu_out, nullptr);
+    EXPECT_TRUE(op::cpu_kernel_table().matmul[kInt8](in, w, cpu_out, ctx()).ok());
+    const Status s = op::cuda_kernel_table().matmul[kInt8](gpu_in, gpu_w, gpu_out, ctx());
     EXPECT_TRUE(s.ok()) << s.to_string();
     EXPECT_TRUE(synchronize(nullptr).ok());
     const Tensor back = download(gpu_out);
@@ -75,7 +78,7 @@ TEST_F(CudaInt8, RefusesMalformedWeights) {
   w.group_size = 32;  // would need twice the scales
   Tensor in = upload(test::random_tensor({1, 64}, rng_));
   Tensor out = upload(Tensor::zeros_cpu(DataType::kFP32, {1, 4}).value());
-  EXPECT_FALSE(op::cuda_kernel_table().matmul[kInt8](in, w, out, nullptr).ok());
+  EXPECT_FALSE(op::cuda_kernel_table().matmul[kInt8](in, w, out, ctx()).ok());
 }
 
 TEST_F(CudaInt8, EmbeddingMatchesCpuAndZeroesBadIds) {
@@ -85,11 +88,11 @@ TEST_F(CudaInt8, EmbeddingMatchesCpuAndZeroesBadIds) {
   ids.data<int32_t>()[1] = 0;
   ids.data<int32_t>()[2] = 5;
   Tensor cpu_out = Tensor::zeros_cpu(DataType::kFP32, {3, 24}).value();
-  ASSERT_TRUE(op::cpu_kernel_table().embedding[kInt8](ids, table, cpu_out, nullptr).ok());
+  ASSERT_TRUE(op::cpu_kernel_table().embedding[kInt8](ids, table, cpu_out, ctx()).ok());
   Tensor gpu_out = upload(cpu_out);
   ids.data<int32_t>()[1] = 10;  // out of range on the GPU: a zero row
   Tensor gpu_ids = upload(ids);
-  ASSERT_TRUE(op::cuda_kernel_table().embedding[kInt8](gpu_ids, upload(table), gpu_out, nullptr).ok());
+  ASSERT_TRUE(op::cuda_kernel_table().embedding[kInt8](gpu_ids, upload(table), gpu_out, ctx()).ok());
   const Tensor back = download(gpu_out);
   for (int c = 0; c < 24; ++c) {
     EXPECT_EQ(back.data<float>()[c], cpu_out.data<float>()[c]);
@@ -116,7 +119,7 @@ class CudaInt8Model : public ::testing::Test {
     ModelOptions options;
     options.device = device;
     options.weight_dtype = DataType::kINT8;
-    auto model = LlamaModel::create(ckpt_, options);
+    auto model = LlamaModel::create(ckpt_.config, ckpt_.weights, options);
     EXPECT_TRUE(model.ok()) << model.status().to_string();
     return model.ok() ? std::move(model).value() : nullptr;
   }

@@ -23,6 +23,9 @@
 namespace kuiper {
 namespace {
 
+// Kernels called directly run in the test program's context (CPU kernels ignore it).
+const op::ExecutionContext& ctx() { return test::kernel_context(DeviceType::kCUDA); }
+
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
 class CudaKernels : public ::testing::Test {
@@ -195,10 +198,10 @@ TEST_F(CudaKernels, EmbeddingMatchesCpuForEveryTableType) {
   for (DataType dtype : kFloatTypes) {
     op::Weight table{round_to(test::random_tensor({vocab, dim}, rng_), dtype), {}, 0};
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {5, dim}).value();
-    KUIPER_ASSERT_OK(cpu_.embedding[at(dtype)](tokens, table, expected, nullptr));
+    KUIPER_ASSERT_OK(cpu_.embedding[at(dtype)](tokens, table, expected, ctx()));
     op::Weight gpu_table{upload(table.values), {}, 0};
     Tensor out = poisoned_gpu({5, dim});
-    KUIPER_ASSERT_OK(gpu_.embedding[at(dtype)](upload(tokens), gpu_table, out, nullptr));
+    KUIPER_ASSERT_OK(gpu_.embedding[at(dtype)](upload(tokens), gpu_table, out, ctx()));
     EXPECT_EQ(error_vs(download(out), expected), 0.0) << dtype_name(dtype);
   }
 }
@@ -217,10 +220,10 @@ TEST_F(CudaKernels, MatmulMatchesCpuForEveryWeightType) {
       op::Weight w{round_to(test::random_tensor({c.rows, c.cols}, rng_), dtype), {}, 0};
       const Tensor in = test::random_tensor({c.tokens, c.cols}, rng_);
       Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {c.tokens, c.rows}).value();
-      KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](in, w, expected, nullptr));
+      KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](in, w, expected, ctx()));
       op::Weight gpu_w{upload(w.values), {}, 0};
       Tensor out = poisoned_gpu({c.tokens, c.rows});
-      KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(in), gpu_w, out, nullptr));
+      KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(in), gpu_w, out, ctx()));
       double tolerance = 1e-5;
       if (c.tokens > 1 && dtype == DataType::kFP16) tolerance = 2e-3;
       if (c.tokens > 1 && dtype == DataType::kBF16) tolerance = 1e-2;
@@ -247,15 +250,15 @@ TEST_F(CudaKernels, MatmulTakesItsInputAlreadyRounded) {
       const Tensor in = test::random_tensor({c.tokens, c.cols}, rng_);
       const Tensor rounded = round_to(in, dtype);
       Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {c.tokens, c.rows}).value();
-      KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](widen(rounded), w, expected, nullptr));
+      KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](widen(rounded), w, expected, ctx()));
       const op::Weight gpu_w{upload(w.values), {}, 0};
       Tensor out = poisoned_gpu({c.tokens, c.rows});
-      KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(rounded), gpu_w, out, nullptr));
+      KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(rounded), gpu_w, out, ctx()));
       const Tensor got = download(out);
       EXPECT_LT(error_vs(got, expected), dtype == DataType::kBF16 ? 1e-2 : 2e-3);
       if (c.tokens > 1) {
         Tensor from_fp32 = poisoned_gpu({c.tokens, c.rows});
-        KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(in), gpu_w, from_fp32, nullptr));
+        KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](upload(in), gpu_w, from_fp32, ctx()));
         EXPECT_EQ(error_vs(got, download(from_fp32)), 0.0);
       }
     }
@@ -264,7 +267,7 @@ TEST_F(CudaKernels, MatmulTakesItsInputAlreadyRounded) {
   const op::Weight w{upload(round_to(test::random_tensor({8, 16}, rng_), DataType::kBF16)), {}, 0};
   Tensor out = poisoned_gpu({2, 8});
   EXPECT_FALSE(gpu_.matmul[at(DataType::kBF16)](upload(round_to(test::random_tensor({2, 16}, rng_), DataType::kFP16)),
-                                                w, out, nullptr).ok());
+                                                w, out, ctx()).ok());
 }
 
 // Norms and swiglu write a 16-bit output as their fp32 result rounded (the GEMM input they feed).
@@ -280,20 +283,20 @@ TEST_F(CudaKernels, NormsAndSwigluRoundInto16BitOutputs) {
       const Tensor delta = test::random_tensor({3, dim}, rng_);
       const Tensor gpu_weight = upload(test::random_tensor({dim}, rng_, 0.5f, 1.5f));
       Tensor fp32_out = poisoned_gpu({3, dim});
-      KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, fp32_out, nullptr));
+      KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, fp32_out, ctx()));
       Tensor half_out = upload(round_to(Tensor::zeros_cpu(DataType::kFP32, {3, dim}).value(), dtype));
-      KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, half_out, nullptr));
+      KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, half_out, ctx()));
       expect_rounded_copy(half_out, fp32_out);
 
       Tensor x32 = upload(in), x16 = upload(in);
-      KUIPER_ASSERT_OK(gpu_.add_rmsnorm(x32, upload(delta), gpu_weight, 1e-5f, fp32_out, nullptr));
-      KUIPER_ASSERT_OK(gpu_.add_rmsnorm(x16, upload(delta), gpu_weight, 1e-5f, half_out, nullptr));
+      KUIPER_ASSERT_OK(gpu_.add_rmsnorm(x32, upload(delta), gpu_weight, 1e-5f, fp32_out, ctx()));
+      KUIPER_ASSERT_OK(gpu_.add_rmsnorm(x16, upload(delta), gpu_weight, 1e-5f, half_out, ctx()));
       expect_rounded_copy(half_out, fp32_out);
       EXPECT_EQ(error_vs(download(x16), download(x32)), 0.0);
 
       const Tensor gate = upload(test::random_tensor({3, dim}, rng_, -6.f, 6.f));
-      KUIPER_ASSERT_OK(gpu_.swiglu(gate, upload(delta), fp32_out, nullptr));
-      KUIPER_ASSERT_OK(gpu_.swiglu(gate, upload(delta), half_out, nullptr));
+      KUIPER_ASSERT_OK(gpu_.swiglu(gate, upload(delta), fp32_out, ctx()));
+      KUIPER_ASSERT_OK(gpu_.swiglu(gate, upload(delta), half_out, ctx()));
       expect_rounded_copy(half_out, fp32_out);
     }
   }
@@ -308,14 +311,14 @@ TEST_F(CudaKernels, GemvReadsWhatTheKernelBeforeItWrote) {
   const Tensor in = test::random_tensor({1, dim}, rng_);
   const Tensor norm_weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);
   Tensor normed = Tensor::zeros_cpu(DataType::kFP32, {1, dim}).value();
-  KUIPER_ASSERT_OK(cpu_.rmsnorm(in, norm_weight, 1e-5f, normed, nullptr));
+  KUIPER_ASSERT_OK(cpu_.rmsnorm(in, norm_weight, 1e-5f, normed, ctx()));
   for (DataType dtype : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
     const op::Weight w =
         dtype == DataType::kINT8
             ? test::random_int8_weight(dim, dim, 64, rng_)
             : op::Weight{round_to(test::random_tensor({dim, dim}, rng_), dtype), {}, 0};
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {1, dim}).value();
-    KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](normed, w, expected, nullptr));
+    KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](normed, w, expected, ctx()));
     const op::Weight gpu_w{upload(w.values), dtype == DataType::kINT8 ? upload(w.scales) : Tensor(),
                            w.group_size};
     const Tensor gpu_in = upload(in), gpu_norm_weight = upload(norm_weight);
@@ -334,13 +337,13 @@ TEST_F(CudaKernels, RmsNormMatchesCpuAlsoInPlace) {
     const Tensor in = test::random_tensor({3, dim}, rng_);
     const Tensor weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {3, dim}).value();
-    KUIPER_ASSERT_OK(cpu_.rmsnorm(in, weight, 1e-5f, expected, nullptr));
+    KUIPER_ASSERT_OK(cpu_.rmsnorm(in, weight, 1e-5f, expected, ctx()));
     const Tensor gpu_weight = upload(weight);
     Tensor out = poisoned_gpu({3, dim});
-    KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, out, nullptr));
+    KUIPER_ASSERT_OK(gpu_.rmsnorm(upload(in), gpu_weight, 1e-5f, out, ctx()));
     EXPECT_LT(error_vs(download(out), expected), 1e-5) << "dim " << dim;
     Tensor in_place = upload(in);
-    KUIPER_ASSERT_OK(gpu_.rmsnorm(in_place, gpu_weight, 1e-5f, in_place, nullptr));
+    KUIPER_ASSERT_OK(gpu_.rmsnorm(in_place, gpu_weight, 1e-5f, in_place, ctx()));
     EXPECT_LT(error_vs(download(in_place), expected), 1e-5) << "in place, dim " << dim;
   }
 }
@@ -352,8 +355,8 @@ TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
     const Tensor weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);
     Tensor gpu_x = upload(x), gpu_delta = upload(delta);
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {3, dim}).value();
-    KUIPER_ASSERT_OK(cpu_.add_rmsnorm(x, delta, weight, 1e-5f, expected, nullptr));
-    KUIPER_ASSERT_OK(gpu_.add_rmsnorm(gpu_x, gpu_delta, upload(weight), 1e-5f, gpu_delta, nullptr));
+    KUIPER_ASSERT_OK(cpu_.add_rmsnorm(x, delta, weight, 1e-5f, expected, ctx()));
+    KUIPER_ASSERT_OK(gpu_.add_rmsnorm(gpu_x, gpu_delta, upload(weight), 1e-5f, gpu_delta, ctx()));
     EXPECT_LT(error_vs(download(gpu_x), x), 1e-6) << "sum, dim " << dim;
     EXPECT_LT(error_vs(download(gpu_delta), expected), 1e-5) << "norm written over delta, dim " << dim;
   }
@@ -367,9 +370,9 @@ TEST_F(CudaKernels, RopeMatchesCpuAtDevicePositions) {
   Tensor q = test::random_tensor({6, 8 * head_dim}, rng_);
   Tensor k = test::random_tensor({6, 2 * head_dim}, rng_);
   Tensor gpu_q = upload(q), gpu_k = upload(k);
-  KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, nullptr));
+  KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, ctx()));
   KUIPER_ASSERT_OK(
-      gpu_.rope(gpu_q, gpu_k, upload(positions), upload(cos), upload(sin), head_dim, nullptr));
+      gpu_.rope(gpu_q, gpu_k, upload(positions), upload(cos), upload(sin), head_dim, ctx()));
   EXPECT_LT(error_vs(download(gpu_q), q), 1e-6);
   EXPECT_LT(error_vs(download(gpu_k), k), 1e-6);
 }
@@ -383,7 +386,7 @@ TEST_F(CudaKernels, KvStoreWritesRoundedRowsAtPositionsOnly) {
     const Tensor initial = round_to(test::random_tensor({context, kv_dim}, rng_), dtype);
     Tensor k_cache = upload(initial), v_cache = upload(initial);
     KUIPER_ASSERT_OK(gpu_.kv_store[at(dtype)](upload(k), upload(v), upload(int_tensor(pos)),
-                                              k_cache, v_cache, nullptr));
+                                              k_cache, v_cache, ctx()));
     // Expected: the initial cache with rows pos[t] replaced by k/v rounded to the cache type.
     const Tensor k_rounded = round_to(k, dtype), v_rounded = round_to(v, dtype);
     Tensor k_expected = round_to(widen(initial), dtype), v_expected = round_to(widen(initial), dtype);
@@ -422,7 +425,7 @@ TEST_F(CudaKernels, RopeKvStoreMatchesRopeThenCacheStore) {
     std::memcpy(k.data<float>() + t * kv, row + q_rows, kv * sizeof(float));
     std::memcpy(v.data<float>() + t * kv, row + q_rows + kv, kv * sizeof(float));
   }
-  KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, nullptr));
+  KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, ctx()));
   const Tensor gpu_qkv = upload(qkv), gpu_pos = upload(positions), gpu_cos = upload(cos),
                gpu_sin = upload(sin);
   for (DataType dtype : kFloatTypes) {
@@ -430,7 +433,7 @@ TEST_F(CudaKernels, RopeKvStoreMatchesRopeThenCacheStore) {
     Tensor k_cache = upload(initial), v_cache = upload(initial);
     Tensor q_out = poisoned_gpu({tokens, q_rows});
     const op::RopeKvTarget target{&gpu_pos, &gpu_cos, &gpu_sin, head_dim, q_rows, &k_cache, &v_cache};
-    KUIPER_ASSERT_OK(gpu_.rope_kv_store(gpu_qkv, target, q_out, nullptr));
+    KUIPER_ASSERT_OK(gpu_.rope_kv_store(gpu_qkv, target, q_out, ctx()));
     EXPECT_LT(error_vs(download(q_out), q), 1e-6) << dtype_name(dtype);
     const double rounding = dtype == DataType::kFP32 ? 1e-6 : dtype == DataType::kBF16 ? 8e-3 : 1e-3;
     const std::string what(dtype_name(dtype));
@@ -466,10 +469,10 @@ class CudaAttention : public CudaKernels {
     const Tensor pos = int_tensor(positions);
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {tokens, q_dim}).value();
     KUIPER_ASSERT_OK(cpu_.attention[at(DataType::kFP32)](q, widen(k_cache), widen(v_cache), pos,
-                                                         shape, expected, nullptr));
+                                                         shape, expected, ctx()));
     Tensor out = poisoned_gpu({tokens, q_dim});
     KUIPER_ASSERT_OK(gpu_.attention[at(dtype)](upload(q), upload(k_cache), upload(v_cache),
-                                               upload(pos), shape, out, nullptr));
+                                               upload(pos), shape, out, ctx()));
     EXPECT_LT(error_vs(download(out), expected), tolerance)
         << dtype_name(dtype) << " kv heads " << c.n_kv_heads << " group " << c.group
         << " head_dim " << c.head_dim << " capacity " << capacity << " rows " << tokens
@@ -543,7 +546,7 @@ TEST_F(CudaAttention, PrefillGivesZerosForPositionsOutsideTheCache) {
   Tensor out = poisoned_gpu({3, q_dim});
   KUIPER_ASSERT_OK(gpu_.attention[at(DataType::kBF16)](upload(q), upload(cache), upload(cache),
                                                        upload(int_tensor({99, 100, -1})), shape,
-                                                       out, nullptr));
+                                                       out, ctx()));
   const Tensor back = download(out);
   for (int64_t i = 0; i < q_dim; ++i) EXPECT_TRUE(std::isfinite(back.data<float>()[i])) << i;
   for (int64_t i = q_dim; i < 3 * q_dim; ++i) ASSERT_EQ(back.data<float>()[i], 0.f) << i;
@@ -557,8 +560,8 @@ TEST_F(CudaKernels, SwigluAndAddMatchCpuAlsoInPlace) {
   const Tensor b = test::random_tensor({n}, rng_);
   Tensor expected_swiglu = Tensor::zeros_cpu(DataType::kFP32, {n}).value();
   Tensor expected_sum = Tensor::zeros_cpu(DataType::kFP32, {n}).value();
-  KUIPER_ASSERT_OK(cpu_.swiglu(a, b, expected_swiglu, nullptr));
-  KUIPER_ASSERT_OK(cpu_.add(a, b, expected_sum, nullptr));
+  KUIPER_ASSERT_OK(cpu_.swiglu(a, b, expected_swiglu, ctx()));
+  KUIPER_ASSERT_OK(cpu_.add(a, b, expected_sum, ctx()));
   // `t` uploaded at element `offset` of a longer device buffer, as a view of n elements.
   const auto upload_at = [&](const Tensor& t, int64_t offset) {
     Tensor padded = Tensor::zeros_cpu(DataType::kFP32, {n + offset}).value();
@@ -569,14 +572,14 @@ TEST_F(CudaKernels, SwigluAndAddMatchCpuAlsoInPlace) {
     SCOPED_TRACE("offset " + std::to_string(offset));
     const Tensor gpu_a = upload_at(a, offset), gpu_b = upload_at(b, offset);
     Tensor out = upload_at(Tensor::zeros_cpu(DataType::kFP32, {n}).value(), offset);
-    KUIPER_ASSERT_OK(gpu_.swiglu(gpu_a, gpu_b, out, nullptr));
+    KUIPER_ASSERT_OK(gpu_.swiglu(gpu_a, gpu_b, out, ctx()));
     EXPECT_LT(error_vs(download(out), expected_swiglu), 1e-6);
     Tensor gate = upload_at(a, offset);
-    KUIPER_ASSERT_OK(gpu_.swiglu(gate, gpu_b, gate, nullptr));
+    KUIPER_ASSERT_OK(gpu_.swiglu(gate, gpu_b, gate, ctx()));
     EXPECT_LT(error_vs(download(gate), expected_swiglu), 1e-6);
 
     Tensor sum = upload_at(a, offset);
-    KUIPER_ASSERT_OK(gpu_.add(sum, gpu_b, sum, nullptr));
+    KUIPER_ASSERT_OK(gpu_.add(sum, gpu_b, sum, ctx()));
     EXPECT_EQ(error_vs(download(sum), expected_sum), 0.0);
   }
 }
@@ -589,9 +592,9 @@ TEST_F(CudaKernels, ArgmaxFindsTheFirstLargest) {
       logits.data<float>()[n / 3] = 50.f;
     }
     Tensor expected = Tensor::zeros_cpu(DataType::kINT32, {1}).value();
-    KUIPER_ASSERT_OK(cpu_.argmax(logits, expected, nullptr));
+    KUIPER_ASSERT_OK(cpu_.argmax(logits, expected, ctx()));
     Tensor out = upload(int_tensor({-1}));
-    KUIPER_ASSERT_OK(gpu_.argmax(upload(logits), out, nullptr));
+    KUIPER_ASSERT_OK(gpu_.argmax(upload(logits), out, ctx()));
     EXPECT_EQ(download(out).data<int32_t>()[0], expected.data<int32_t>()[0]) << "n " << n;
   }
 }
@@ -638,10 +641,10 @@ class CudaDecodeGemv : public CudaKernels {
     Tensor input = x;
     if (g != nullptr) {
       input = Tensor::zeros_cpu(DataType::kFP32, {1, x.numel()}).value();
-      EXPECT_TRUE(cpu_.rmsnorm(x, *g, 1e-5f, input, nullptr).ok());
+      EXPECT_TRUE(cpu_.rmsnorm(x, *g, 1e-5f, input, ctx()).ok());
     }
     Tensor y = Tensor::zeros_cpu(DataType::kFP32, {1, w.rows()}).value();
-    EXPECT_TRUE(cpu_.matmul[at(w.dtype())](input, w, y, nullptr).ok());
+    EXPECT_TRUE(cpu_.matmul[at(w.dtype())](input, w, y, ctx()).ok());
     return y;
   }
   static std::vector<Case> cases() {
@@ -677,7 +680,7 @@ TEST_F(CudaDecodeGemv, AccumulateHandsTheNormToTheNextGemv) {
       op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kAccumulate,
                           .out = &sum, .next_norm_weight = &gpu_g, .next_normed = &normed,
                           .next_sumsq = &sumsq, .rope_kv = {}};
-      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
       const std::string what = describe(c) + ", " + std::to_string(rows) + " rows";
       EXPECT_LT(error_vs(download(sum), expected), 1e-5) << "accumulate, " << what;
 
@@ -687,7 +690,7 @@ TEST_F(CudaDecodeGemv, AccumulateHandsTheNormToTheNextGemv) {
       Tensor out = poisoned_gpu({29});
       gemv = {.in = &normed, .weight = &gpu_w2, .in_sumsq = &sumsq, .norm_eps = 1e-5f, .out = &out,
               .rope_kv = {}};
-      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
       EXPECT_LT(error_vs(download(out), reference(w2, download(sum), &g)), 1e-5)
           << "norm-fed store, " << what;
     }
@@ -704,14 +707,14 @@ TEST_F(CudaDecodeGemv, NormSwiglu) {
     KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor gate, y.reshape({2, hidden}).value().select(0));
     KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor up, y.reshape({2, hidden}).value().select(1));
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {hidden}).value();
-    KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, nullptr));
+    KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, ctx()));
 
     const NormedInput in = normed_input(x, g);
     Tensor out = poisoned_gpu({hidden});
     const op::DecodeGemv gemv{.in = &in.scaled, .weight = &gpu_w, .in_sumsq = &in.sumsq,
                               .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kSwiglu, .out = &out,
                               .rope_kv = {}};
-    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
     EXPECT_LT(error_vs(download(out), expected), 1e-5) << describe(c);
   }
 }
@@ -734,7 +737,7 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
       Tensor q = Tensor::view(y.buffer(), 0, DataType::kFP32, {1, q_rows}).value();
       Tensor k = Tensor::view(y.buffer(), q_rows * 4, DataType::kFP32, {1, kv}).value();
       const Tensor v = Tensor::view(y.buffer(), (q_rows + kv) * 4, DataType::kFP32, {1, kv}).value();
-      KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, nullptr));
+      KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, ctx()));
 
       const Tensor initial = round_to(test::random_tensor({context, kv}, rng_), cache_dtype);
       Tensor k_cache = upload(initial), v_cache = upload(initial);
@@ -745,7 +748,7 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
           .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kRopeKv, .out = &out,
           .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
                       &k_cache, &v_cache}};
-      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
       const std::string what = describe(c) + (norm ? " with norm" : "");
       EXPECT_LT(error_vs(download(out), q), 1e-5) << "q, " << what;
 
@@ -794,7 +797,7 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
       const op::DecodeGemv gemv{.in = norm ? &in.scaled : &gpu_x, .weight = &gpu_w,
                                 .in_sumsq = norm ? &in.sumsq : nullptr, .norm_eps = 1e-5f,
                                 .out = &out, .rope_kv = {}};
-      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
       EXPECT_LT(error_vs(download(out), norm ? normed : plain), 1e-5) << "store, norm " << norm;
     }
 
@@ -818,7 +821,7 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
                                 .out = &sum, .next_norm_weight = next_norm ? &gpu_g2 : nullptr,
                                 .next_normed = next_norm ? &next_normed : nullptr,
                                 .next_sumsq = next_norm ? &next_sumsq : nullptr, .rope_kv = {}};
-      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
       EXPECT_LT(error_vs(download(sum), sum_expected), 1e-5) << "accumulate, next norm " << next_norm;
       if (!next_norm) continue;
       EXPECT_LT(error_vs(download(next_normed), normed_expected), 1e-5) << "next normed";
@@ -832,12 +835,12 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
       KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor gate, normed.reshape({2, hidden}).value().select(0));
       KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor up, normed.reshape({2, hidden}).value().select(1));
       Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {hidden}).value();
-      KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, nullptr));
+      KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, ctx()));
       Tensor out = poisoned_gpu({hidden});
       const op::DecodeGemv gemv{.in = &in.scaled, .weight = &gpu_w, .in_sumsq = &in.sumsq,
                                 .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kSwiglu,
                                 .out = &out, .rope_kv = {}};
-      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
       EXPECT_LT(error_vs(download(out), expected), 1e-5) << "swiglu";
     }
 
@@ -859,7 +862,7 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
       Tensor q = Tensor::view(y.buffer(), 0, DataType::kFP32, {1, q_rows}).value();
       Tensor k = Tensor::view(y.buffer(), q_rows * 4, DataType::kFP32, {1, kv}).value();
       const Tensor v = Tensor::view(y.buffer(), (q_rows + kv) * 4, DataType::kFP32, {1, kv}).value();
-      KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, nullptr));
+      KUIPER_ASSERT_OK(cpu_.rope(q, k, positions, cos, sin, head_dim, ctx()));
 
       const Tensor initial = round_to(test::random_tensor({context, kv}, rng_), cache_dtype);
       Tensor k_cache = upload(initial), v_cache = upload(initial);
@@ -869,7 +872,7 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
           .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kRopeKv, .out = &out,
           .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
                       &k_cache, &v_cache}};
-      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, nullptr));
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
       EXPECT_LT(error_vs(download(out), q), 1e-5) << "rope q, norm " << norm;
       const double rounding = cache_dtype == DataType::kFP32 ? 1e-5 : cache_dtype == DataType::kBF16 ? 8e-3 : 1e-3;
       const std::string label = std::string(norm ? "with" : "without") + " norm";
@@ -900,7 +903,7 @@ TEST_F(CudaDecodeGemv, RefusesCombinationsNotBuilt) {
                                               .epilogue = op::GemvEpilogue::kAccumulate,
                                               .out = &out, .rope_kv = {}};
     for (const op::DecodeGemv* gemv : {&swiglu_without_norm, &accumulate_with_norm}) {
-      const Status s = gpu_.decode_gemv[at(c.dtype)](*gemv, nullptr);
+      const Status s = gpu_.decode_gemv[at(c.dtype)](*gemv, ctx());
       EXPECT_EQ(s.code(), StatusCode::kUnsupported) << describe(c) << ": " << s.to_string();
     }
   }
@@ -909,9 +912,9 @@ TEST_F(CudaDecodeGemv, RefusesCombinationsNotBuilt) {
 TEST_F(CudaKernels, RejectsHostTensorsAndMismatchedShapes) {
   const Tensor host = test::random_tensor({4}, rng_);
   Tensor gpu_out = poisoned_gpu({4});
-  EXPECT_FALSE(gpu_.add(host, host, gpu_out, nullptr).ok());
+  EXPECT_FALSE(gpu_.add(host, host, gpu_out, ctx()).ok());
   const Tensor gpu_a = upload(test::random_tensor({5}, rng_));
-  EXPECT_FALSE(gpu_.add(gpu_a, gpu_a, gpu_out, nullptr).ok());
+  EXPECT_FALSE(gpu_.add(gpu_a, gpu_a, gpu_out, ctx()).ok());
 }
 
 }  // namespace

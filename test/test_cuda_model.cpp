@@ -30,7 +30,7 @@ std::unique_ptr<LlamaModel> make_model(const Checkpoint& ckpt, DeviceType device
   options.device = device;
   options.weight_dtype = dtype;
   options.use_cuda_graph = graph;
-  auto model = LlamaModel::create(ckpt, options);
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, options);
   CHECK(model.ok()) << model.status().to_string();
   return std::move(model).value();
 }
@@ -140,7 +140,7 @@ TEST_F(CudaModel, RefusesAModelThatCannotFit) {
   ckpt.weights.layers[0].wq.values = test::random_tensor({1, 1}, rng);
   ModelOptions options;
   options.device = DeviceType::kCUDA;
-  auto model = LlamaModel::create(ckpt, options);
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, options);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), StatusCode::kResourceExhausted) << model.status().to_string();
 }

@@ -64,7 +64,7 @@ Reference load_reference(const std::string& model_dir) {
 
 // Largest per-position ‖kuiper − transformers‖ / ‖transformers‖ over all positions.
 double max_logit_error(const Checkpoint& ckpt, const Reference& ref) {
-  auto model = LlamaModel::create(ckpt, {});
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, {});
   CHECK(model.ok()) << model.status().to_string();
   auto all = (*model)->forward_all(ref.tokens, 0);
   CHECK(all.ok()) << all.status().to_string();
@@ -79,7 +79,7 @@ double max_logit_error(const Checkpoint& ckpt, const Reference& ref) {
 
 // Prefill the prompt, then argmax token by token, as transformers' generate(do_sample=False).
 std::vector<int32_t> greedy_tokens(const Checkpoint& ckpt, const std::vector<int32_t>& prompt, size_t count) {
-  auto model = LlamaModel::create(ckpt, {});
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, {});
   CHECK(model.ok()) << model.status().to_string();
   std::vector<int32_t> out;
   auto logits = (*model)->forward(prompt, 0);

@@ -203,7 +203,7 @@ TEST_F(DamagedKuiperFile, RefusesTruncatedFile) {
 
 // Perplexity over windows of 128 tokens, each starting with BOS.
 double perplexity(const Checkpoint& ckpt, const std::vector<int32_t>& text, int32_t bos) {
-  auto model = LlamaModel::create(ckpt, {}).value();
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, {}).value();
   const int64_t vocab = ckpt.config.vocab_size;
   double nll = 0;
   int64_t scored = 0;

@@ -72,7 +72,7 @@ void expect_identical(Checkpoint& a, Checkpoint& b) {
 std::vector<float> logits(const Checkpoint& ckpt, std::optional<DataType> dtype = std::nullopt) {
   ModelOptions options;
   options.weight_dtype = dtype;
-  auto model = LlamaModel::create(ckpt, options);
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, options);
   CHECK(model.ok()) << model.status().to_string();
   auto out = (*model)->forward(std::vector<int32_t>{1, 7, 33, 79, 5}, 0);
   CHECK(out.ok()) << out.status().to_string();

@@ -11,6 +11,9 @@
 namespace kuiper {
 namespace {
 
+// Kernels called directly run in the test program's context.
+const op::ExecutionContext& ctx() { return test::kernel_context(DeviceType::kCPU); }
+
 using test::random_int8_weight;
 
 double dequantized(const op::Weight& w, int64_t r, int64_t c) {
@@ -43,7 +46,7 @@ TEST_P(Int8Matmul, MatchesDoubleReference) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::zeros_cpu(DataType::kFP32, {c.tokens, c.rows}));
   auto kernel = op::cpu_kernel_table().matmul[static_cast<int>(DataType::kINT8)];
   ASSERT_NE(kernel, nullptr);
-  KUIPER_ASSERT_OK(kernel(in, w, out, nullptr));
+  KUIPER_ASSERT_OK(kernel(in, w, out, ctx()));
   const std::vector<double> ref = reference_matmul(in, w);
   EXPECT_LT(test::relative_error(out.data<float>(), ref.data(), ref.size()), 1e-5);
 }
@@ -68,14 +71,14 @@ TEST(Int8Matmul, RefusesMalformedWeightsAndShapes) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::zeros_cpu(DataType::kFP32, {1, 4}));
   op::Weight no_scales = w;
   no_scales.scales = Tensor();
-  EXPECT_FALSE(kernel(in, no_scales, out, nullptr).ok());
+  EXPECT_FALSE(kernel(in, no_scales, out, ctx()).ok());
   op::Weight wrong_group = w;
   wrong_group.group_size = 32;  // would need twice the scales
-  EXPECT_FALSE(kernel(in, wrong_group, out, nullptr).ok());
+  EXPECT_FALSE(kernel(in, wrong_group, out, ctx()).ok());
   Tensor short_in = test::random_tensor({1, 32}, rng);
-  EXPECT_FALSE(kernel(short_in, w, out, nullptr).ok());
+  EXPECT_FALSE(kernel(short_in, w, out, ctx()).ok());
   op::Weight float_weight{test::random_tensor({4, 64}, rng), Tensor(), 0};
-  EXPECT_FALSE(kernel(in, float_weight, out, nullptr).ok());
+  EXPECT_FALSE(kernel(in, float_weight, out, ctx()).ok());
 }
 
 TEST(Int8Embedding, DequantizesRowsAndRefusesBadIds) {
@@ -88,14 +91,14 @@ TEST(Int8Embedding, DequantizesRowsAndRefusesBadIds) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::zeros_cpu(DataType::kFP32, {3, 24}));
   auto kernel = op::cpu_kernel_table().embedding[static_cast<int>(DataType::kINT8)];
   ASSERT_NE(kernel, nullptr);
-  KUIPER_ASSERT_OK(kernel(tokens, table, out, nullptr));
+  KUIPER_ASSERT_OK(kernel(tokens, table, out, ctx()));
   for (int t = 0; t < 3; ++t) {
     for (int c = 0; c < 24; ++c) {
       EXPECT_FLOAT_EQ(out.data<float>()[t * 24 + c], dequantized(table, tokens.data<int32_t>()[t], c));
     }
   }
   tokens.data<int32_t>()[1] = 10;
-  EXPECT_EQ(kernel(tokens, table, out, nullptr).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(kernel(tokens, table, out, ctx()).code(), StatusCode::kOutOfRange);
 }
 
 }  // namespace

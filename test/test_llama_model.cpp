@@ -45,7 +45,7 @@ TEST(LlamaModel, StoriesGreedyMatchesLlama2c) {
   ASSERT_EQ(expected.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u);
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   Sampler sampler({});
   Session session(*model, *tokenizer, sampler);
   const std::string prompt = "Once upon a time";
@@ -66,8 +66,8 @@ TEST(LlamaModel, BatchedPrefillMatchesTokenByToken) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
   ModelOptions options;
   options.max_batch = 7;  // forces several chunks, the last one partial
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto batched, LlamaModel::create(ckpt, options));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto stepwise, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto batched, LlamaModel::create(ckpt.config, ckpt.weights, options));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto stepwise, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   std::vector<int32_t> ids = {1};
   for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % 512);
 
@@ -86,7 +86,7 @@ TEST(LlamaModel, BatchedPrefillMatchesTokenByToken) {
 TEST(LlamaModel, PrefillContinuesFromStartPosition) {
   // A prompt split across two prefills (start position > 0) equals one prefill of the whole.
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   std::vector<int32_t> ids;
   for (int i = 0; i < 30; ++i) ids.push_back((i * 53 + 5) % 512);
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor whole, model->forward(ids, 0));
@@ -104,8 +104,8 @@ TEST(LlamaModel, GqaUnsharedClassifierRandomModel) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, make_random_checkpoint(c, 7));
   ModelOptions options;
   options.max_batch = 5;
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto batched, LlamaModel::create(ckpt, options));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto stepwise, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto batched, LlamaModel::create(ckpt.config, ckpt.weights, options));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto stepwise, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   std::vector<int32_t> ids;
   for (int i = 0; i < 23; ++i) ids.push_back((i * 97 + 3) % c.vocab_size);
   const auto reference = sequential_logits(*stepwise, ids);
@@ -121,7 +121,7 @@ TEST(LlamaModel, RejectsPositionsOutsideTheContext) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
   ModelOptions options;
   options.context = 16;
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, options));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt.config, ckpt.weights, options));
   std::vector<int32_t> ids(17, 5);
   auto too_long = model->forward(ids, 0);
   ASSERT_FALSE(too_long.ok());
@@ -133,19 +133,19 @@ TEST(LlamaModel, RejectsPositionsOutsideTheContext) {
   EXPECT_FALSE(model->forward(bad_token, 0).ok());
 
   options.context = 100000;
-  EXPECT_FALSE(LlamaModel::create(ckpt, options).ok());  // beyond max_seq_len 512
+  EXPECT_FALSE(LlamaModel::create(ckpt.config, ckpt.weights, options).ok());  // beyond max_seq_len 512
 }
 
 TEST(LlamaModel, HalfPrecisionWeightsStayClose) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto fp32, LlamaModel::create(ckpt, {}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto fp32, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   std::vector<int32_t> ids = {1, 403, 407, 261, 378, 54};
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor ref, fp32->forward(ids, 0));
   const auto reference = to_host(ref);
   for (DataType dtype : {DataType::kBF16, DataType::kFP16}) {
     ModelOptions options;
     options.weight_dtype = dtype;
-    KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt, options));
+    KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt.config, ckpt.weights, options));
     KUIPER_ASSERT_OK_AND_ASSIGN(Tensor got, model->forward(ids, 0));
     const auto host = to_host(got);
     // bf16 keeps 8 mantissa bits, fp16 11: errors of a few 1e-3 and 1e-4 respectively.

@@ -28,6 +28,25 @@ std::string scratch_dir(const std::string& name) {
   return dir.string();
 }
 
+const op::ExecutionContext& kernel_context(DeviceType device) {
+  // Made once and never destroyed: its CUDA stream and handles must not outlive the runtime,
+  // which static destructors might.
+  static const op::ExecutionContext* contexts[2] = {};
+  const op::ExecutionContext*& ctx = contexts[device == DeviceType::kCPU ? 0 : 1];
+  if (ctx == nullptr) {
+    op::ScratchPlan plan;
+    if (device == DeviceType::kCUDA) {
+      plan[op::ScratchUse::kGemmInput] = size_t{256} << 20;
+      plan[op::ScratchUse::kDequantizedWeight] = size_t{1} << 30;
+      plan[op::ScratchUse::kAttentionPartials] = size_t{64} << 20;
+    }
+    auto made = op::ExecutionContext::create(device, plan);
+    CHECK(made.ok()) << made.status().to_string();
+    ctx = made->release();
+  }
+  return *ctx;
+}
+
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo, float hi) {
   auto t = Tensor::zeros_cpu(DataType::kFP32, shape);
   CHECK(t.ok()) << t.status().to_string();
@@ -48,7 +67,7 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes) {
 }
 
 std::vector<float> last_logits(const Checkpoint& ckpt, const std::vector<int32_t>& ids) {
-  auto model = LlamaModel::create(ckpt, {});
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, {});
   CHECK(model.ok()) << model.status().to_string();
   auto logits = (*model)->forward(ids, 0);
   CHECK(logits.ok()) << logits.status().to_string();

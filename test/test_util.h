@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kuiper/model/checkpoint.h"
+#include "kuiper/op/execution_context.h"
 #include "kuiper/op/weight.h"
 #include "kuiper/tensor/tensor.h"
 
@@ -28,6 +29,10 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes);
 // The logits after the last of `ids`, from a fresh default (CPU) model of `ckpt`: for checking
 // that two ways of loading a model give the same one.
 std::vector<float> last_logits(const Checkpoint& ckpt, const std::vector<int32_t>& ids);
+
+// An execution context on `device` for calling kernels directly, one per device and test
+// program, with scratch larger than any shape the kernel tests use (no model sizes it for them).
+const op::ExecutionContext& kernel_context(DeviceType device);
 
 // fp32 CPU tensor with values uniform in [lo, hi).
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);

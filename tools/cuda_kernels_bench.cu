@@ -195,7 +195,7 @@ void profile_attention() {
   check(copy_bytes(pos.raw_data(), DeviceType::kCUDA, &last, DeviceType::kCPU, 4), "pos");
   for (int i = 0; i < 3; ++i) {
     check(op::kernel_table(DeviceType::kCUDA).attention[static_cast<int>(DataType::kBF16)](
-              q, k, v, pos, shape, out, nullptr),
+              q, k, v, pos, shape, out, ctx()),
           "attention");
   }
   check(synchronize(nullptr), "sync");
@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
     Tensor y = random_gpu(DataType::kFP32, {1, s.rows}, 8);
     const auto matmul = table.matmul[static_cast<int>(s.dtype)];
     const double us = 1e3 * median_ms([&](int i) {
-      check(matmul(x, ws[i % ws.size()], y, nullptr), "matmul");
+      check(matmul(x, ws[i % ws.size()], y, ctx()), "matmul");
     }, 60);
     const double moved = bytes + 4.0 * (s.rows + s.cols);
     const std::string name = "gemv " + std::string(dtype_name(s.dtype)) + " " +
@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
     Tensor y = random_gpu(DataType::kFP32, {1, r}, 19);
     const auto matmul = table.matmul[static_cast<int>(DataType::kINT8)];
     const double us = 1e3 * median_ms([&](int i) {
-      check(matmul(x, ws[i % ws.size()], y, nullptr), "int8 matmul");
+      check(matmul(x, ws[i % ws.size()], y, ctx()), "int8 matmul");
     }, 60);
     const double moved = bytes + 4.0 * (r + c);
     const std::string name = "gemv int8 " + std::to_string(r) + "x" + std::to_string(c);
@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
       check(copy_bytes(pos.raw_data(), DeviceType::kCUDA, &last, DeviceType::kCPU, 4), "pos");
       const auto attention = table.attention[static_cast<int>(DataType::kBF16)];
       const double us = 1e3 * median_ms([&](int i) {
-        check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, nullptr), "attention");
+        check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, ctx()), "attention");
       }, 50);
       const double graph_us = graph_median_us([&](int i, cudaStream_t st) {
         check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, st), "attention in graph");
@@ -358,7 +358,7 @@ int main(int argc, char** argv) {
     const Tensor x = random_gpu(DataType::kFP32, {tokens, c}, 12);
     Tensor y = random_gpu(DataType::kFP32, {tokens, r}, 13);
     const double us = 1e3 * median_ms([&](int) {
-      check(table.matmul[static_cast<int>(DataType::kBF16)](x, w, y, nullptr), "gemm");
+      check(table.matmul[static_cast<int>(DataType::kBF16)](x, w, y, ctx()), "gemm");
     }, 20);
     prefill.push_back({"gemm bf16 T=512 " + std::to_string(r) + "x" + std::to_string(c),
                        {us, 2.0 * tokens * r * c / (us * 1e-6) / 1e12}});
@@ -394,7 +394,7 @@ int main(int argc, char** argv) {
                              " from " + std::to_string(start);
     for (auto [label, query] : {std::pair{"", &q}, std::pair{" cuda cores", &q_misaligned}}) {
       const double us = 1e3 * median_ms([&](int) {
-        check(attention(*query, k, v, pos, shape, out, nullptr), "prefill attention");
+        check(attention(*query, k, v, pos, shape, out, ctx()), "prefill attention");
       }, 10);
       prefill.push_back({name + label, {us, flops / (us * 1e-6) / 1e12}});
     }

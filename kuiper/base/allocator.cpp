@@ -5,8 +5,6 @@
 #include <cstdlib>
 #include <new>
 
-#include "kuiper/base/device.h"
-
 namespace kuiper {
 namespace {
 
@@ -45,11 +43,6 @@ class CpuAllocator final : public Allocator {
 Allocator& cpu_allocator() {
   static CpuAllocator allocator;
   return allocator;
-}
-
-StatusOr<Allocator*> allocator_for(DeviceType device) {
-  if (device == DeviceType::kCPU) return &cpu_allocator();
-  return cuda_allocator();
 }
 
 }  // namespace kuiper

@@ -22,7 +22,4 @@ class Allocator {
 // 64-byte aligned host memory (one cache line, and enough for every SIMD load).
 Allocator& cpu_allocator();
 
-// The allocator for `device`, or an error when this build or machine has no such device.
-StatusOr<Allocator*> allocator_for(DeviceType device);
-
 }  // namespace kuiper

@@ -26,6 +26,9 @@ std::string cuda_unavailable_reason();
 // The CUDA allocator (caching pool); an error when cuda_available() is false.
 StatusOr<Allocator*> cuda_allocator();
 
+// The allocator for `device`, or an error when this build or machine has no such device.
+StatusOr<Allocator*> allocator_for(DeviceType device);
+
 // Copies `bytes` between any two devices. With a stream the copy is queued on it; CPU->CPU
 // copies are immediate.
 Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device,

@@ -11,7 +11,6 @@ enum class DataType : uint8_t { kFP32 = 0, kFP16, kBF16, kINT8, kINT32 };
 inline constexpr int kNumDataTypes = 5;
 
 enum class DeviceType : uint8_t { kCPU = 0, kCUDA };
-inline constexpr int kNumDeviceTypes = 2;
 
 constexpr size_t dtype_size(DataType t) {
   switch (t) {

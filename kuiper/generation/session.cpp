@@ -56,7 +56,7 @@ StatusOr<int32_t> Session::next_token(const Tensor& logits) {
       KUIPER_ASSIGN_OR_RETURN(Allocator * alloc, allocator_for(logits.device()));
       KUIPER_ASSIGN_OR_RETURN(argmax_out_, Tensor::empty(DataType::kINT32, {1}, *alloc));
     }
-    KUIPER_RETURN_IF_ERROR(op::argmax(logits, argmax_out_, model_.stream()));
+    KUIPER_RETURN_IF_ERROR(op::argmax(logits, argmax_out_, model_.execution_context()));
     int32_t token = 0;
     KUIPER_RETURN_IF_ERROR(copy_bytes(&token, DeviceType::kCPU, argmax_out_.raw_data(),
                                       argmax_out_.device(), sizeof(token), model_.stream()));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kuiper/model/weight_convert.h"
+#include "kuiper/op/kernel_shapes.h"
 
 namespace kuiper {
 namespace {
@@ -29,28 +30,28 @@ Status make_rope_tables(const LlamaConfig& config, int positions, Tensor& cos, T
 }  // namespace
 
 LlamaModel::~LlamaModel() {
+  // The graph goes before the context whose stream and scratch it uses; buffers are released
+  // after this body, once the context has waited for its work.
   decode_graph_.reset();
-  // Buffers are released after this body; their memory returns to the pool, so the stream
-  // may go first.
-  if (stream_ != nullptr) {
-    (void)synchronize(stream_);
-    destroy_stream(stream_);
-  }
+  if (ctx_ != nullptr) (void)synchronize(ctx_->stream());
 }
 
-StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const Checkpoint& checkpoint,
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const LlamaConfig& config, const LlamaWeights& weights,
                                                          const ModelOptions& options) {
   std::unique_ptr<LlamaModel> model(new LlamaModel());
-  KUIPER_RETURN_IF_ERROR(model->init(checkpoint, options));
+  KUIPER_RETURN_IF_ERROR(model->init(config, weights, options));
   return model;
 }
 
-Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& options) {
-  config_ = checkpoint.config;
+Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, const ModelOptions& options) {
+  config_ = config;
   KUIPER_RETURN_IF_ERROR(config_.validate());
+  if (weights.layers.size() != static_cast<size_t>(config_.n_layers)) {
+    return invalid_argument("the weights have " + std::to_string(weights.layers.size()) +
+                            " layers, the config " + std::to_string(config_.n_layers));
+  }
   device_ = options.device;
   if (device_ == DeviceType::kCUDA && !cuda_available()) return unsupported(cuda_unavailable_reason());
-  KUIPER_ASSIGN_OR_RETURN(allocator_, allocator_for(device_));
 
   if (options.context < 0) return invalid_argument("context length must be positive");
   context_ = options.context == 0 ? std::min(config_.max_seq_len, ModelOptions::kDefaultContext)
@@ -62,7 +63,7 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   if (options.max_batch <= 0) return invalid_argument("max_batch must be positive");
   max_batch_ = std::min(options.max_batch, context_);
 
-  const DataType stored = checkpoint.weights.layers.front().wq.dtype();
+  const DataType stored = weights.layers.front().wq.dtype();
   weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
                                                     ? DataType::kBF16 : stored);
   // The CPU attention kernel reads an fp32 cache. On the GPU a half-precision model keeps a
@@ -73,12 +74,6 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   } else {
     kv_dtype_ = is_half(weight_dtype_) ? weight_dtype_ : DataType::kBF16;
   }
-
-  if (device_ == DeviceType::kCUDA) {
-    KUIPER_RETURN_IF_ERROR(check_device_memory());
-    KUIPER_ASSIGN_OR_RETURN(stream_, create_stream(device_));
-    use_graph_ = options.use_cuda_graph;
-  }
   // Where the device's table has the fused kernels (CUDA), the weights are stacked for them:
   // a copy, which the GPU needs anyway. The CPU table has none, so its fp32 weights stay
   // zero-copy views of the mapped file.
@@ -86,8 +81,20 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   fused_ = table.decode_gemv[static_cast<int>(weight_dtype_)] != nullptr && table.rope_kv_store != nullptr;
   matmul_input_dtype_ = table.matmul_input[static_cast<int>(weight_dtype_)];
 
-  const LlamaWeights& w = checkpoint.weights;
-  Allocator& alloc = *allocator_;
+  if (device_ == DeviceType::kCUDA) {
+    KUIPER_RETURN_IF_ERROR(check_device_memory());
+    use_graph_ = options.use_cuda_graph;
+  }
+  // The weights first: the scratch plan is sized from the placed matrices.
+  KUIPER_ASSIGN_OR_RETURN(ctx_, op::ExecutionContext::create(device_));
+  KUIPER_RETURN_IF_ERROR(place_weights(weights));
+  ctx_.reset();
+  KUIPER_ASSIGN_OR_RETURN(ctx_, op::ExecutionContext::create(device_, scratch_plan()));
+  return allocate_buffers();
+}
+
+Status LlamaModel::place_weights(const LlamaWeights& w) {
+  Allocator& alloc = ctx_->allocator();
   const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
     KUIPER_ASSIGN_OR_RETURN(op::Weight placed, convert_weight(weight, weight_dtype_, alloc));
     return op::MatMul(name, std::move(placed));
@@ -147,19 +154,47 @@ Status LlamaModel::init(const Checkpoint& checkpoint, const ModelOptions& option
   KUIPER_ASSIGN_OR_RETURN(sin, place_fp32(sin, alloc));
   rope_ = op::Rope(std::move(cos), std::move(sin), config_.head_dim());
   attention_ = op::Attention({config_.n_heads, config_.n_kv_heads, config_.head_dim()});
-  return allocate_buffers();
+  return ok_status();
+}
+
+op::ScratchPlan LlamaModel::scratch_plan() const {
+  op::ScratchPlan plan;
+  if (device_ != DeviceType::kCUDA) return plan;  // the CPU kernels borrow nothing
+  const int64_t q_dim = int64_t{config_.n_heads} * config_.head_dim();
+  const int64_t widest_input = std::max({int64_t{config_.dim}, q_dim, int64_t{config_.hidden_dim}});
+  if (weight_dtype_ != DataType::kFP32) {
+    // fp32 activations rounded to 16 bits for a prefill GEMM.
+    plan[op::ScratchUse::kGemmInput] = static_cast<size_t>(max_batch_) * widest_input * sizeof(uint16_t);
+  }
+  if (weight_dtype_ == DataType::kINT8) {
+    // The largest int8 matrix, dequantized to bf16 for a prefill GEMM.
+    int64_t largest = classifier_.weight().values.numel();
+    for (const Layer& l : layers_) {
+      for (const op::MatMul* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3, &l.wqkv, &l.w13}) {
+        largest = std::max(largest, m->weight().values.numel());
+      }
+    }
+    plan[op::ScratchUse::kDequantizedWeight] = static_cast<size_t>(largest) * sizeof(uint16_t);
+  }
+  plan[op::ScratchUse::kAttentionPartials] =
+      op::decode_attention_partials_bytes(context_, {config_.n_heads, config_.n_kv_heads, config_.head_dim()});
+  return plan;
 }
 
 Status LlamaModel::check_device_memory() const {
   const LlamaConfig& c = config_;
   const int64_t dim = c.dim, kv = c.kv_dim(), q_dim = int64_t{c.n_heads} * c.head_dim();
+  const int64_t layer_elements = dim * q_dim * 2 + dim * kv * 2 + dim * c.hidden_dim * 3;
   const int64_t matrix_elements =
-      int64_t{c.n_layers} * (dim * q_dim * 2 + dim * kv * 2 + dim * c.hidden_dim * 3) +
-      int64_t{c.vocab_size} * dim * (c.shared_classifier ? 1 : 2);
+      int64_t{c.n_layers} * layer_elements + int64_t{c.vocab_size} * dim * (c.shared_classifier ? 1 : 2);
   size_t needed = static_cast<size_t>(matrix_elements) * dtype_size(weight_dtype_);
-  if (weight_dtype_ == DataType::kINT8) needed += matrix_elements / 8;  // scales, generous
+  if (weight_dtype_ == DataType::kINT8) {
+    needed += matrix_elements / 8;  // scales, generous
+    // Scratch for the largest matrix dequantized to bf16 (scratch_plan).
+    needed += static_cast<size_t>(std::max<int64_t>(layer_elements, int64_t{c.vocab_size} * dim)) * 2;
+  }
   needed += 2 * static_cast<size_t>(c.n_layers) * context_ * kv * dtype_size(kv_dtype_);
-  needed += static_cast<size_t>(max_batch_) * (4 * dim + 3 * q_dim + 2 * kv + 2 * c.hidden_dim + c.vocab_size) * 4;
+  needed += static_cast<size_t>(max_batch_) * (4 * dim + 3 * q_dim + 2 * kv + 3 * c.hidden_dim + c.vocab_size) * 4;
   needed += static_cast<size_t>(max_batch_) * (dim + c.hidden_dim) * dtype_size(matmul_input_dtype_);
   KUIPER_ASSIGN_OR_RETURN(DeviceMemoryInfo info, cuda_memory_info());
   if (needed > info.free_bytes) {
@@ -173,7 +208,7 @@ Status LlamaModel::check_device_memory() const {
 }
 
 Status LlamaModel::allocate_buffers() {
-  Allocator& alloc = *allocator_;
+  Allocator& alloc = ctx_->allocator();
   const int64_t layers = config_.n_layers, kv = config_.kv_dim();
   KUIPER_ASSIGN_OR_RETURN(k_cache_, Tensor::empty(kv_dtype_, {layers, context_, kv}, alloc));
   KUIPER_ASSIGN_OR_RETURN(v_cache_, Tensor::empty(kv_dtype_, {layers, context_, kv}, alloc));
@@ -182,51 +217,46 @@ Status LlamaModel::allocate_buffers() {
     KUIPER_ASSIGN_OR_RETURN(layers_[l].v_cache, v_cache_.select(l));
   }
 
-  const int64_t rows = max_batch_, dim = config_.dim, q_dim = int64_t{config_.n_heads} * config_.head_dim();
+  const int64_t rows = max_batch_, dim = config_.dim, hidden = config_.hidden_dim;
+  const int64_t q_dim = int64_t{config_.n_heads} * config_.head_dim();
   const auto f32 = [&](Shape shape) { return Tensor::empty(DataType::kFP32, std::move(shape), alloc); };
+  const auto matmul_input = [&](Shape shape) { return Tensor::empty(matmul_input_dtype_, std::move(shape), alloc); };
   KUIPER_ASSIGN_OR_RETURN(full_.tokens, Tensor::empty(DataType::kINT32, {rows}, alloc));
   KUIPER_ASSIGN_OR_RETURN(full_.positions, Tensor::empty(DataType::kINT32, {rows}, alloc));
   KUIPER_ASSIGN_OR_RETURN(full_.x, f32({rows, dim}));
-  KUIPER_ASSIGN_OR_RETURN(full_.xb, f32({rows, dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.normed, matmul_input({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.q, f32({rows, q_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.attention, f32({rows, q_dim}));
-  KUIPER_ASSIGN_OR_RETURN(full_.k, f32({rows, kv}));
-  KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
-  KUIPER_ASSIGN_OR_RETURN(full_.hb, f32({rows, config_.hidden_dim}));
-  KUIPER_ASSIGN_OR_RETURN(full_.hb2, f32({rows, config_.hidden_dim}));
-  if (matmul_input_dtype_ == DataType::kFP32) {
-    full_.xn = full_.xb;
-    full_.hn = full_.hb;
+  KUIPER_ASSIGN_OR_RETURN(full_.delta, f32({rows, dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.gate, f32({rows, hidden}));
+  KUIPER_ASSIGN_OR_RETURN(full_.up, f32({rows, hidden}));
+  KUIPER_ASSIGN_OR_RETURN(full_.hidden, matmul_input({rows, hidden}));
+  if (fused_) {
+    KUIPER_ASSIGN_OR_RETURN(full_.qkv, f32({rows, q_dim + 2 * kv}));
+    KUIPER_ASSIGN_OR_RETURN(full_.swiglu, f32({1, hidden}));
+    KUIPER_ASSIGN_OR_RETURN(handoff_.values, f32({dim}));
+    KUIPER_ASSIGN_OR_RETURN(handoff_.sumsq, f32({op::decode_sumsq_runs(dim)}));
   } else {
-    KUIPER_ASSIGN_OR_RETURN(full_.xn, Tensor::empty(matmul_input_dtype_, {rows, dim}, alloc));
-    KUIPER_ASSIGN_OR_RETURN(full_.hn, Tensor::empty(matmul_input_dtype_, {rows, config_.hidden_dim}, alloc));
+    KUIPER_ASSIGN_OR_RETURN(full_.k, f32({rows, kv}));
+    KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
   }
   KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
-  if (fused_) {
-    KUIPER_ASSIGN_OR_RETURN(decode_sumsq_, f32({op::decode_sumsq_runs(dim)}));
-    KUIPER_ASSIGN_OR_RETURN(full_.qkv, f32({rows, q_dim + 2 * kv}));
-  }
   host_staging_.resize(2 * static_cast<size_t>(max_batch_));
   return ok_status();
 }
 
 StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
+  const auto first = [rows](const Tensor& full) -> StatusOr<Tensor> {
+    if (full.is_empty()) return Tensor();
+    return full.slice(0, std::min<int64_t>(rows, full.dim(0)));
+  };
   Activations a;
-  KUIPER_ASSIGN_OR_RETURN(a.tokens, full_.tokens.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.positions, full_.positions.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.x, full_.x.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.xb, full_.xb.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.q, full_.q.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.attention, full_.attention.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.k, full_.k.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.v, full_.v.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.hb, full_.hb.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.hb2, full_.hb2.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.xn, full_.xn.slice(0, rows));
-  KUIPER_ASSIGN_OR_RETURN(a.hn, full_.hn.slice(0, rows));
-  if (!full_.qkv.is_empty()) {
-    KUIPER_ASSIGN_OR_RETURN(a.qkv, full_.qkv.slice(0, rows));
+  for (auto member : {&Activations::tokens, &Activations::positions, &Activations::x, &Activations::normed,
+                      &Activations::qkv, &Activations::q, &Activations::k, &Activations::v,
+                      &Activations::attention, &Activations::delta, &Activations::gate, &Activations::up,
+                      &Activations::hidden, &Activations::swiglu}) {
+    KUIPER_ASSIGN_OR_RETURN(a.*member, first(full_.*member));
   }
   return a;
 }
@@ -240,8 +270,6 @@ size_t LlamaModel::weight_bytes() const {
   return bytes + final_norm_.weight().nbytes() + classifier_.weight().nbytes();
 }
 
-size_t LlamaModel::kv_cache_bytes() const { return k_cache_.nbytes() + v_cache_.nbytes(); }
-
 Status LlamaModel::check_positions(size_t count, int start_pos) const {
   if (count == 0) return invalid_argument("forward needs at least one token");
   if (start_pos < 0 || static_cast<int64_t>(start_pos) + static_cast<int64_t>(count) > context_) {
@@ -252,123 +280,136 @@ Status LlamaModel::check_positions(size_t count, int start_pos) const {
   return ok_status();
 }
 
-Status LlamaModel::upload_inputs(std::span<const int32_t> tokens, int start_pos, const Activations& a) {
+Status LlamaModel::upload_inputs(std::span<const int32_t> tokens, int start_pos, Activations& a) {
   // The kernels read token ids and positions from device memory, so a recorded decode step
   // stays valid as they change.
   const int rows = static_cast<int>(tokens.size());
   std::copy(tokens.begin(), tokens.end(), host_staging_.begin());
   for (int i = 0; i < rows; ++i) host_staging_[max_batch_ + i] = start_pos + i;
   KUIPER_RETURN_IF_ERROR(copy_bytes(a.tokens.raw_data(), device_, host_staging_.data(),
-                                    DeviceType::kCPU, rows * sizeof(int32_t), stream_));
+                                    DeviceType::kCPU, rows * sizeof(int32_t), ctx_->stream()));
   return copy_bytes(a.positions.raw_data(), device_, host_staging_.data() + max_batch_,
-                    DeviceType::kCPU, rows * sizeof(int32_t), stream_);
+                    DeviceType::kCPU, rows * sizeof(int32_t), ctx_->stream());
 }
 
-Status LlamaModel::run_layers(const Activations& a) {
-  Tensor x = a.x, xb = a.xb, xn = a.xn, q = a.q, k = a.k, v = a.v, att = a.attention, hb = a.hb,
-         hb2 = a.hb2, hn = a.hn, qkv = a.qkv;
-  KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, x, stream_));
-  // Each residual add is fused into the norm after it; xb carries the pending residual. The
-  // norms and swiglu write the matmul inputs (xn, hn) in the matmuls' input dtype.
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    Layer& layer = layers_[l];
-    if (l == 0) {
-      KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward(x, xn, stream_));
-    } else {
-      KUIPER_RETURN_IF_ERROR(layer.attention_norm.forward_residual(x, xb, xn, stream_));
-    }
-    if (fused_) {
-      KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(xn, qkv, stream_));
-      KUIPER_RETURN_IF_ERROR(rope_.forward_stacked(qkv, a.positions, q, layer.k_cache, layer.v_cache, stream_));
-      KUIPER_RETURN_IF_ERROR(attention_.attend(q, a.positions, layer.k_cache, layer.v_cache, att, stream_));
-    } else {
-      KUIPER_RETURN_IF_ERROR(layer.wq.forward(xn, q, stream_));
-      KUIPER_RETURN_IF_ERROR(layer.wk.forward(xn, k, stream_));
-      KUIPER_RETURN_IF_ERROR(layer.wv.forward(xn, v, stream_));
-      KUIPER_RETURN_IF_ERROR(rope_.forward(q, k, a.positions, stream_));
-      KUIPER_RETURN_IF_ERROR(attention_.forward(q, k, v, a.positions, layer.k_cache, layer.v_cache, att, stream_));
-    }
-    KUIPER_RETURN_IF_ERROR(layer.wo.forward(att, xb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.ffn_norm.forward_residual(x, xb, xn, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w1.forward(xn, hb, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w3.forward(xn, hb2, stream_));
-    KUIPER_RETURN_IF_ERROR(op::swiglu(hb, hb2, hn, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w2.forward(hn, xb, stream_));
+Status LlamaModel::run_network(Activations& a, bool fused) {
+  const op::ExecutionContext& ctx = *ctx_;
+  KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, a.x, ctx));
+  // No GEMV or residual add comes before the first norm: it runs on its own.
+  if (fused) {
+    KUIPER_RETURN_IF_ERROR(layers_.front().attention_norm.forward(a.x, handoff_.values, ctx));
+    handoff_.applied = true;
+  } else {
+    KUIPER_RETURN_IF_ERROR(layers_.front().attention_norm.forward(a.x, a.normed, ctx));
   }
-  return op::add(x, xb, x, stream_);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const op::RmsNorm& next_norm = l + 1 < layers_.size() ? layers_[l + 1].attention_norm : final_norm_;
+    KUIPER_RETURN_IF_ERROR(run_layer(layers_[l], next_norm, a, fused));
+  }
+  return ok_status();
 }
 
-Status LlamaModel::classify(const Activations& a, int first, int count, Tensor& logits) {
-  KUIPER_ASSIGN_OR_RETURN(Tensor x, a.x.slice(first, first + count));
-  KUIPER_ASSIGN_OR_RETURN(Tensor xb, a.xb.slice(first, first + count));
-  KUIPER_RETURN_IF_ERROR(final_norm_.forward(x, xb, stream_));
-  return classifier_.forward(xb, logits, stream_);
+Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activations& a, bool fused) {
+  KUIPER_RETURN_IF_ERROR(project_qkv(layer, a, fused));
+  KUIPER_RETURN_IF_ERROR(attention_.attend(a.q, a.positions, layer.k_cache, layer.v_cache, a.attention, *ctx_));
+  KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, a.attention, layer.ffn_norm, a, fused));
+  KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
+  return add_to_residual(layer.w2, fused ? a.swiglu : a.hidden, next_norm, a, fused);
 }
 
-Status LlamaModel::decode_step() {
-  if (fused_) return fused_decode_step();
-  KUIPER_RETURN_IF_ERROR(run_layers(decode_));
-  KUIPER_RETURN_IF_ERROR(final_norm_.forward(decode_.x, decode_.xb, stream_));
-  return classifier_.forward(decode_.xb, logits_, stream_);
+namespace {
+
+// A decode GEMV reading the handed-on norm of `norm` (kernel_table.h, DecodeGemv).
+op::DecodeGemv normed_gemv(const Tensor& values, const Tensor* sumsq, const op::RmsNorm& norm,
+                           op::GemvEpilogue epilogue, Tensor& out) {
+  op::DecodeGemv gemv;
+  gemv.in = &values;
+  gemv.in_sumsq = sumsq;
+  gemv.norm_eps = norm.eps();
+  gemv.epilogue = epilogue;
+  gemv.out = &out;
+  return gemv;
 }
 
-Status LlamaModel::fused_decode_step() {
-  Activations& a = decode_;
-  // Each residual add hands the next norm on (kernel_table.h): x · g goes to xb and the sums of
-  // squares of x to decode_sumsq_, and the GEMV reading xb applies 1 / rms(x).
-  const auto add_to_residual = [&](const Tensor& in, const op::RmsNorm& next_norm) {
+}  // namespace
+
+Status LlamaModel::project_qkv(Layer& layer, Activations& a, bool fused) {
+  const op::ExecutionContext& ctx = *ctx_;
+  if (fused) {
+    const Tensor* sumsq = handoff_.applied ? nullptr : &handoff_.sumsq;
+    op::DecodeGemv gemv = normed_gemv(handoff_.values, sumsq, layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
+    gemv.rope_kv = rope_.target(a.positions, static_cast<int>(a.q.numel()), layer.k_cache, layer.v_cache);
+    return layer.wqkv.forward_decode(gemv, ctx);
+  }
+  if (!a.qkv.is_empty()) {  // stacked: one GEMM, then rope and the cache store in one kernel
+    KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(a.normed, a.qkv, ctx));
+    return rope_.forward_stacked(a.qkv, a.positions, a.q, layer.k_cache, layer.v_cache, ctx);
+  }
+  KUIPER_RETURN_IF_ERROR(layer.wq.forward(a.normed, a.q, ctx));
+  KUIPER_RETURN_IF_ERROR(layer.wk.forward(a.normed, a.k, ctx));
+  KUIPER_RETURN_IF_ERROR(layer.wv.forward(a.normed, a.v, ctx));
+  KUIPER_RETURN_IF_ERROR(rope_.forward(a.q, a.k, a.positions, ctx));
+  return attention_.store(a.k, a.v, a.positions, layer.k_cache, layer.v_cache, ctx);
+}
+
+Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& in, const op::RmsNorm& next,
+                                   Activations& a, bool fused) {
+  const op::ExecutionContext& ctx = *ctx_;
+  if (fused) {
+    // The GEMV adds into x and hands the next norm on: x · g and the sums of squares of x.
     op::DecodeGemv gemv;
     gemv.in = &in;
     gemv.epilogue = op::GemvEpilogue::kAccumulate;
     gemv.out = &a.x;
-    gemv.next_norm_weight = &next_norm.weight();
-    gemv.next_normed = &a.xb;
-    gemv.next_sumsq = &decode_sumsq_;
-    return gemv;
-  };
-  const auto normed = [&](const op::RmsNorm& norm, op::GemvEpilogue epilogue, Tensor& out) {
-    op::DecodeGemv gemv;
-    gemv.in = &a.xb;
-    gemv.in_sumsq = &decode_sumsq_;
-    gemv.norm_eps = norm.eps();
-    gemv.epilogue = epilogue;
-    gemv.out = &out;
-    return gemv;
-  };
-  KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, a.x, stream_));
-  // No GEMV comes before the first norm: it runs on its own, and the first q/k/v GEMV reads
-  // its finished output.
-  KUIPER_RETURN_IF_ERROR(layers_.front().attention_norm.forward(a.x, a.xb, stream_));
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    Layer& layer = layers_[l];
-    op::DecodeGemv qkv = normed(layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
-    if (l == 0) qkv.in_sumsq = nullptr;
-    qkv.rope_kv = rope_.target(a.positions, static_cast<int>(a.q.numel()), layer.k_cache, layer.v_cache);
-    KUIPER_RETURN_IF_ERROR(layer.wqkv.forward_decode(qkv, stream_));
-    KUIPER_RETURN_IF_ERROR(attention_.attend(a.q, a.positions, layer.k_cache, layer.v_cache, a.attention, stream_));
-    KUIPER_RETURN_IF_ERROR(layer.wo.forward_decode(add_to_residual(a.attention, layer.ffn_norm), stream_));
-    KUIPER_RETURN_IF_ERROR(layer.w13.forward_decode(normed(layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.hb), stream_));
-    const op::RmsNorm& next_norm = l + 1 < layers_.size() ? layers_[l + 1].attention_norm : final_norm_;
-    KUIPER_RETURN_IF_ERROR(layer.w2.forward_decode(add_to_residual(a.hb, next_norm), stream_));
+    gemv.next_norm_weight = &next.weight();
+    gemv.next_normed = &handoff_.values;
+    gemv.next_sumsq = &handoff_.sumsq;
+    handoff_.applied = false;
+    return w.forward_decode(gemv, ctx);
   }
-  return classifier_.forward_decode(normed(final_norm_, op::GemvEpilogue::kStore, logits_), stream_);
+  KUIPER_RETURN_IF_ERROR(w.forward(in, a.delta, ctx));
+  return next.forward_residual(a.x, a.delta, a.normed, ctx);
+}
+
+Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
+  const op::ExecutionContext& ctx = *ctx_;
+  if (fused) {
+    return layer.w13.forward_decode(
+        normed_gemv(handoff_.values, &handoff_.sumsq, layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu), ctx);
+  }
+  KUIPER_RETURN_IF_ERROR(layer.w1.forward(a.normed, a.gate, ctx));
+  KUIPER_RETURN_IF_ERROR(layer.w3.forward(a.normed, a.up, ctx));
+  return op::swiglu(a.gate, a.up, a.hidden, ctx);
+}
+
+Status LlamaModel::classify(Activations& a, int first, int count, Tensor& logits, bool fused) {
+  if (fused) {
+    return classifier_.forward_decode(
+        normed_gemv(handoff_.values, &handoff_.sumsq, final_norm_, op::GemvEpilogue::kStore, logits), *ctx_);
+  }
+  KUIPER_ASSIGN_OR_RETURN(Tensor normed, a.normed.slice(first, first + count));
+  return classifier_.forward(normed, logits, *ctx_);
+}
+
+Status LlamaModel::decode_step() {
+  KUIPER_RETURN_IF_ERROR(run_network(decode_, fused_));
+  return classify(decode_, 0, 1, logits_, fused_);
 }
 
 StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_pos) {
   KUIPER_RETURN_IF_ERROR(check_positions(tokens.size(), start_pos));
   if (tokens.size() == 1) {
     KUIPER_RETURN_IF_ERROR(upload_inputs(tokens, start_pos, decode_));
-    // The first decode runs eagerly so that kernels create their lazily sized scratch buffers
-    // and handles; the second is recorded, and every later one replays the recording.
-    if (!use_graph_ || eager_decodes_ < 1) {
-      ++eager_decodes_;
+    // Every decode step queues the same kernels on the same buffers (positions are read on the
+    // device), so the first one is recorded and every later one replays the recording.
+    if (!use_graph_) {
       KUIPER_RETURN_IF_ERROR(decode_step());
       return logits_;
     }
     if (decode_graph_ == nullptr) {
-      KUIPER_ASSIGN_OR_RETURN(decode_graph_, capture_graph(stream_, [this] { return decode_step(); }));
+      KUIPER_ASSIGN_OR_RETURN(decode_graph_, capture_graph(ctx_->stream(), [this] { return decode_step(); }));
     }
-    KUIPER_RETURN_IF_ERROR(decode_graph_->launch(stream_));
+    KUIPER_RETURN_IF_ERROR(decode_graph_->launch(ctx_->stream()));
     return logits_;
   }
   int rows = 0;
@@ -377,9 +418,9 @@ StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_
     rows = static_cast<int>(std::min<size_t>(max_batch_, tokens.size() - done));
     KUIPER_ASSIGN_OR_RETURN(acts, activation_rows(rows));
     KUIPER_RETURN_IF_ERROR(upload_inputs(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
-    KUIPER_RETURN_IF_ERROR(run_layers(acts));
+    KUIPER_RETURN_IF_ERROR(run_network(acts, false));
   }
-  KUIPER_RETURN_IF_ERROR(classify(acts, rows - 1, 1, logits_));
+  KUIPER_RETURN_IF_ERROR(classify(acts, rows - 1, 1, logits_, false));
   return logits_;
 }
 
@@ -387,19 +428,19 @@ StatusOr<Tensor> LlamaModel::forward_all(std::span<const int32_t> tokens, int st
   KUIPER_RETURN_IF_ERROR(check_positions(tokens.size(), start_pos));
   const int64_t vocab = config_.vocab_size, total = static_cast<int64_t>(tokens.size());
   KUIPER_ASSIGN_OR_RETURN(Tensor all, Tensor::empty(DataType::kFP32, {total, vocab}, cpu_allocator()));
-  KUIPER_ASSIGN_OR_RETURN(Tensor chunk_logits, Tensor::empty(DataType::kFP32, {max_batch_, vocab}, *allocator_));
+  KUIPER_ASSIGN_OR_RETURN(Tensor chunk_logits, Tensor::empty(DataType::kFP32, {max_batch_, vocab}, ctx_->allocator()));
   for (int64_t done = 0; done < total;) {
     const int rows = static_cast<int>(std::min<int64_t>(max_batch_, total - done));
     KUIPER_ASSIGN_OR_RETURN(Activations acts, activation_rows(rows));
     KUIPER_RETURN_IF_ERROR(upload_inputs(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
-    KUIPER_RETURN_IF_ERROR(run_layers(acts));
+    KUIPER_RETURN_IF_ERROR(run_network(acts, false));
     KUIPER_ASSIGN_OR_RETURN(Tensor logits, chunk_logits.slice(0, rows));
-    KUIPER_RETURN_IF_ERROR(classify(acts, 0, rows, logits));
+    KUIPER_RETURN_IF_ERROR(classify(acts, 0, rows, logits, false));
     KUIPER_ASSIGN_OR_RETURN(Tensor dst, all.slice(done, done + rows));
-    KUIPER_RETURN_IF_ERROR(dst.copy_from(logits, stream_));
+    KUIPER_RETURN_IF_ERROR(dst.copy_from(logits, ctx_->stream()));
     done += rows;
   }
-  KUIPER_RETURN_IF_ERROR(synchronize(stream_));
+  KUIPER_RETURN_IF_ERROR(synchronize(ctx_->stream()));
   return all;
 }
 

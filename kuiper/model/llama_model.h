@@ -1,5 +1,6 @@
 // A LLaMA model (2 or 3: one network, switched by its config) ready to run on one device: its
-// layers, its KV cache and its activation buffers, all allocated once at creation.
+// layers, its KV cache, its activation buffers and the execution context its kernels run in,
+// all allocated once at creation.
 #pragma once
 
 #include <memory>
@@ -8,8 +9,9 @@
 #include <vector>
 
 #include "kuiper/base/device.h"
-#include "kuiper/model/checkpoint.h"
 #include "kuiper/model/llama_config.h"
+#include "kuiper/model/llama_weights.h"
+#include "kuiper/op/execution_context.h"
 #include "kuiper/op/layers.h"
 
 namespace kuiper {
@@ -31,7 +33,10 @@ struct ModelOptions {
 
 class LlamaModel {
  public:
-  static StatusOr<std::unique_ptr<LlamaModel>> create(const Checkpoint& checkpoint,
+  // Places `weights` (host tensors, e.g. a loaded checkpoint's) on the device in the chosen
+  // dtype; the model keeps no reference to them afterwards unless they are used in place
+  // (fp32 weights on the CPU stay views of the mapped file).
+  static StatusOr<std::unique_ptr<LlamaModel>> create(const LlamaConfig& config, const LlamaWeights& weights,
                                                       const ModelOptions& options);
   ~LlamaModel();
 
@@ -40,9 +45,10 @@ class LlamaModel {
   int context() const { return context_; }
   DataType weight_dtype() const { return weight_dtype_; }
   DataType kv_dtype() const { return kv_dtype_; }
-  size_t weight_bytes() const;    // bytes of parameters the model reads per token
-  size_t kv_cache_bytes() const;  // bytes of the whole KV cache
-  Stream stream() const { return stream_; }
+  size_t weight_bytes() const;  // bytes of parameters the model reads per token
+  // Where the model's kernels run; work for the model's tensors goes on its stream.
+  const op::ExecutionContext& execution_context() const { return *ctx_; }
+  Stream stream() const { return ctx_->stream(); }
 
   // Runs `tokens` at positions [start_pos, start_pos + tokens.size()): writes their keys and
   // values into the cache and returns the logits of the last one (fp32 [vocab] on the model's
@@ -55,45 +61,67 @@ class LlamaModel {
   struct Layer {
     op::RmsNorm attention_norm, ffn_norm;
     op::MatMul wq, wk, wv, wo, w1, w2, w3;
-    // Where fused kernels run, wq|wk|wv and w1|w3 are stored stacked, so that each stack is
-    // multiplied in one launch (one long GEMV streams closer to the memory roofline than three
-    // short ones, and its epilogue pairs q/k/v or gate/up rows; prefill multiplies q|k|v in
-    // one GEMM); wq..w3 are then row views into the stacks.
+    // Where the device has the fused kernels, wq|wk|wv and w1|w3 are stored stacked, so that
+    // each stack is multiplied in one launch (one long GEMV streams closer to the memory
+    // roofline than three short ones, and its epilogue pairs q/k/v or gate/up rows; prefill
+    // multiplies q|k|v in one GEMM); wq..w3 are then row views into the stacks.
     op::MatMul wqkv, w13;
     Tensor k_cache, v_cache;  // this layer's slice of the cache, [context, kv_dim]
   };
-  // Activation buffers for a batch of rows (views into the full-size buffers).
+  // Activation buffers for a batch of rows (views into the full-size buffers). "Matmul input
+  // dtype" is the kernel table's matmul_input for the weights: fp32, or (CUDA) the weights' own
+  // 16-bit type, so that the kernel writing a matmul's input rounds it on the way.
   struct Activations {
-    Tensor tokens, positions;             // int32 [rows]
-    Tensor x, xb;                         // [rows, dim]
-    Tensor q, attention;                  // [rows, n_heads * head_dim]
-    Tensor k, v;                          // [rows, kv_dim]
-    Tensor hb, hb2;                       // [rows, hidden_dim]
-    // The matmul inputs the norms and swiglu write, in the matmuls' input dtype
-    // (KernelTable::matmul_input); views of xb and hb where that is fp32.
-    Tensor xn;                            // [rows, dim]
-    Tensor hn;                            // [rows, hidden_dim]
-    Tensor qkv;                           // [rows, q_dim + 2 kv_dim], fused only
+    Tensor tokens, positions;  // int32 [rows]
+    Tensor x;                  // [rows, dim] the residual stream
+    Tensor normed;             // [rows, dim] a norm's output, in the matmul input dtype
+    Tensor qkv;                // [rows, q_dim + 2 kv_dim] stacked q|k|v projections (stacked only)
+    Tensor q;                  // [rows, q_dim] rotated queries
+    Tensor k, v;               // [rows, kv_dim] this step's keys and values (unstacked only)
+    Tensor attention;          // [rows, q_dim] attention output
+    Tensor delta;              // [rows, dim] a sublayer's output before it joins the residual
+    Tensor gate, up;           // [rows, hidden_dim] the feed-forward projections
+    Tensor hidden;             // [rows, hidden_dim] silu(gate) * up, in the matmul input dtype
+    Tensor swiglu;             // [rows, hidden_dim] silu(gate) * up in fp32, as a fused GEMV writes it
+  };
+  // A norm handed from one fused decode GEMV to the next (kernel_table.h, DecodeGemv): the next
+  // projection reads `values` = x · g and divides by rms(x), computed from `sumsq`, the sums of
+  // squares of x; with `sumsq` null the norm already ran on its own and `values` is its output.
+  struct NormHandoff {
+    Tensor values;  // fp32 [dim]
+    Tensor sumsq;   // fp32 [decode_sumsq_runs(dim)]
+    bool applied = false;
   };
 
   LlamaModel() = default;
-  Status init(const Checkpoint& checkpoint, const ModelOptions& options);
+  Status init(const LlamaConfig& config, const LlamaWeights& weights, const ModelOptions& options);
+  Status place_weights(const LlamaWeights& weights);
   Status allocate_buffers();
+  op::ScratchPlan scratch_plan() const;
   StatusOr<Activations> activation_rows(int rows) const;
   Status check_positions(size_t count, int start_pos) const;
   // Fails early, with sizes, when the weights, cache and buffers cannot fit on the GPU.
   Status check_device_memory() const;
   // Copies token ids and their positions to the device buffers of `acts`.
-  Status upload_inputs(std::span<const int32_t> tokens, int start_pos, const Activations& acts);
-  // Embeds and runs all layers over the uploaded rows, leaving the residual stream in acts.x.
-  Status run_layers(const Activations& acts);
-  // One decode step after upload: layers, final norm and classifier into logits_.
+  Status upload_inputs(std::span<const int32_t> tokens, int start_pos, Activations& acts);
+
+  // The network, written once. `fused`: this is a decode step and the device's table has the
+  // decode GEMV for the weights, so each norm, rope, cache store, swiglu and residual add runs
+  // inside the GEMV next to it; otherwise each runs as its own kernel (kernel_table.h).
+  // Embeds the rows and runs every layer; leaves the final norm's input ready for classify.
+  Status run_network(Activations& a, bool fused);
+  Status run_layer(Layer& layer, const op::RmsNorm& next_norm, Activations& a, bool fused);
+  // normed input → q (rotated) and this step's k, v in the layer's cache.
+  Status project_qkv(Layer& layer, Activations& a, bool fused);
+  // x += W · in, and the norm `next` of the new x made ready for the projections after it.
+  Status add_to_residual(const op::MatMul& w, const Tensor& in, const op::RmsNorm& next,
+                         Activations& a, bool fused);
+  // normed input → silu(gate) * up, in `hidden` (or fp32 `swiglu` when fused).
+  Status feed_forward(Layer& layer, Activations& a, bool fused);
+  // The final norm's output of rows [first, first + count) → logits.
+  Status classify(Activations& a, int first, int count, Tensor& logits, bool fused);
+  // One decode step after upload: the network and the classifier into logits_.
   Status decode_step();
-  // The same in five launches per layer: each norm, rope, cache store, swiglu and residual add
-  // runs inside a GEMV next to it (kernel_table.h, DecodeGemv).
-  Status fused_decode_step();
-  // Final norm + classifier of activation rows [first, first + count) into `logits`.
-  Status classify(const Activations& acts, int first, int count, Tensor& logits);
 
   LlamaConfig config_;
   DeviceType device_ = DeviceType::kCPU;
@@ -101,8 +129,7 @@ class LlamaModel {
   DataType kv_dtype_ = DataType::kFP32;
   int context_ = 0;
   int max_batch_ = 0;
-  Allocator* allocator_ = nullptr;
-  Stream stream_ = nullptr;
+  std::unique_ptr<op::ExecutionContext> ctx_;
 
   op::Embedding embedding_;
   std::vector<Layer> layers_;
@@ -118,12 +145,11 @@ class LlamaModel {
   // w1|w3 (kernel_table.h).
   bool fused_ = false;
   DataType matmul_input_dtype_ = DataType::kFP32;  // the table's matmul_input for the weights
-  Tensor decode_sumsq_;       // fused decode: sums of squares of x handed to the next norm
+  NormHandoff handoff_;       // fused decode only
   Tensor logits_;             // [vocab]
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
   bool use_graph_ = false;
-  std::unique_ptr<DeviceGraph> decode_graph_;  // recorded on the second decode step
-  int eager_decodes_ = 0;
+  std::unique_ptr<DeviceGraph> decode_graph_;  // recorded on the first decode step
 };
 
 }  // namespace kuiper

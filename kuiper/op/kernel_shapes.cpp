@@ -30,4 +30,9 @@ Status check_attention_shapes(const Tensor& q, const Tensor& k_cache, const Tens
   return ok_status();
 }
 
+size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape) {
+  const int64_t ranges = (context + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows;
+  return static_cast<size_t>(ranges) * shape.n_heads * (shape.head_dim + 2) * sizeof(float);
+}
+
 }  // namespace kuiper::op

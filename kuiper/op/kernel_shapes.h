@@ -14,4 +14,12 @@ Status check_rope_shapes(const Tensor& q, const Tensor& k, const Tensor& positio
 Status check_attention_shapes(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                               const Tensor& positions, const AttentionShape& shape, const Tensor& out);
 
+// Split-cache decode attention (flash-decoding) cuts the cache into ranges of at least this many
+// rows and merges the ranges' partial results, which live in the execution context's
+// ScratchUse::kAttentionPartials region.
+inline constexpr int kDecodeSplitMinRows = 64;
+// The most that region needs for one decode row over a cache of `context` rows: per head and
+// range, head_dim partial outputs plus the range's maximum and sum, in fp32.
+size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape);
+
 }  // namespace kuiper::op

@@ -9,11 +9,15 @@
 //  - `positions` is int32 [T] on the device (position of each row), so that a captured CUDA
 //    graph stays valid while the position changes;
 //  - outputs may alias inputs where a comment says so;
-//  - kernels return a Status rather than aborting; a CUDA kernel reports launch errors.
+//  - kernels return a Status rather than aborting; a CUDA kernel reports launch errors;
+//  - every kernel gets the ExecutionContext it runs in (execution_context.h): it queues work on
+//    the context's stream and borrows the context's scratch and backend state, and keeps no
+//    state of its own between calls.
 #pragma once
 
 #include "kuiper/base/device.h"
 #include "kuiper/base/status.h"
+#include "kuiper/op/execution_context.h"
 #include "kuiper/op/weight.h"
 #include "kuiper/tensor/tensor.h"
 
@@ -27,49 +31,49 @@ struct AttentionShape {
 
 // out[t, :] = table[tokens[t], :] (dequantized when the table is int8). tokens: int32 [T].
 using EmbeddingKernel = Status (*)(const Tensor& tokens, const Weight& table, Tensor& out,
-                                   Stream stream);
+                                   const ExecutionContext& ctx);
 
 // out[T, rows] = in[T, cols] · weightᵀ. The decode case (T = 1) is a GEMV. in is fp32, or the
 // table's matmul_input dtype for the weight dtype.
 using MatmulKernel = Status (*)(const Tensor& in, const Weight& weight, Tensor& out,
-                                Stream stream);
+                                const ExecutionContext& ctx);
 
 // out[t] = in[t] / sqrt(mean(in[t]²) + eps) * weight. out may alias in. out is fp32, or (CUDA)
 // fp16/bf16, rounded from the fp32 result.
 using RmsNormKernel = Status (*)(const Tensor& in, const Tensor& weight, float eps, Tensor& out,
-                                 Stream stream);
+                                 const ExecutionContext& ctx);
 
 // x += delta, then out = rmsnorm(x) * weight: a residual add fused into the norm that follows
 // it (one pass over x instead of two launches). out may alias delta; its dtype as for RmsNorm.
 using AddRmsNormKernel = Status (*)(Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
-                                    Tensor& out, Stream stream);
+                                    Tensor& out, const ExecutionContext& ctx);
 
 // Rotates q [T, n_heads*head_dim] and k [T, n_kv_heads*head_dim] in place. Pairs are
 // interleaved (x[2i], x[2i+1]) as in Meta's and llama2.c's code (HF checkpoints are permuted
 // into this form at load). cos/sin: fp32 [max_positions, head_dim/2], precomputed by the model
 // (this is where θ and LLaMA 3 frequency scaling live).
 using RopeKernel = Status (*)(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos,
-                              const Tensor& sin, int head_dim, Stream stream);
+                              const Tensor& sin, int head_dim, const ExecutionContext& ctx);
 
 // Writes k, v [T, kv_dim] into row positions[t] of the caches [context, kv_dim], converting
 // to the caches' dtype.
 using KvStoreKernel = Status (*)(const Tensor& k, const Tensor& v, const Tensor& positions,
-                                 Tensor& k_cache, Tensor& v_cache, Stream stream);
+                                 Tensor& k_cache, Tensor& v_cache, const ExecutionContext& ctx);
 
 // Causal attention: query row t (q: [T, n_heads*head_dim]) attends to cache rows
 // 0..positions[t] inclusive; out: [T, n_heads*head_dim]. Scores are scaled by 1/sqrt(head_dim).
 using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                    const Tensor& positions, const AttentionShape& shape,
-                                   Tensor& out, Stream stream);
+                                   Tensor& out, const ExecutionContext& ctx);
 
 // out = silu(gate) * up, elementwise. out may alias gate; its dtype as for RmsNorm.
-using SwigluKernel = Status (*)(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream);
+using SwigluKernel = Status (*)(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
 
 // out = a + b, elementwise. out may alias a.
-using AddKernel = Status (*)(const Tensor& a, const Tensor& b, Tensor& out, Stream stream);
+using AddKernel = Status (*)(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 
 // out[0] = index of the largest element of logits (fp32 [n]), first one on ties. out: int32 [1].
-using ArgmaxKernel = Status (*)(const Tensor& logits, Tensor& out, Stream stream);
+using ArgmaxKernel = Status (*)(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
 
 // A decode-time GEMV (one token) with the work around it fused in, so that a transformer layer
 // costs a few launches instead of a dozen (each launch costs the GPU several microseconds of
@@ -117,13 +121,13 @@ struct DecodeGemv {
   Tensor* next_sumsq = nullptr;
   RopeKvTarget rope_kv;  // kRopeKv only
 };
-using DecodeGemvKernel = Status (*)(const DecodeGemv& gemv, Stream stream);
+using DecodeGemvKernel = Status (*)(const DecodeGemv& gemv, const ExecutionContext& ctx);
 
 // The prefill form of kRopeKv: qkv [T, q_rows + 2 kv_rows] is the stacked GEMM's output; q
 // [T, q_rows] receives the rotated q rows; k and v go to row positions[t] of the caches.
 // Positions outside the rope tables or the cache are treated as by RopeKernel and KvStoreKernel.
 using RopeKvStoreKernel = Status (*)(const Tensor& qkv, const RopeKvTarget& target, Tensor& q,
-                                     Stream stream);
+                                     const ExecutionContext& ctx);
 
 struct KernelTable {
   EmbeddingKernel embedding[kNumDataTypes] = {};  // by table dtype

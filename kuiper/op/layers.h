@@ -13,7 +13,7 @@ class Embedding {
  public:
   Embedding() = default;
   explicit Embedding(Weight table) : table_(std::move(table)) {}
-  Status forward(const Tensor& tokens, Tensor& out, Stream stream) const;
+  Status forward(const Tensor& tokens, Tensor& out, const ExecutionContext& ctx) const;
   const Weight& table() const { return table_; }
 
  private:
@@ -25,10 +25,10 @@ class MatMul {
  public:
   MatMul() = default;
   MatMul(std::string name, Weight weight) : name_(std::move(name)), weight_(std::move(weight)) {}
-  Status forward(const Tensor& in, Tensor& out, Stream stream) const;
+  Status forward(const Tensor& in, Tensor& out, const ExecutionContext& ctx) const;
   // Decode (one token) with a norm before and an epilogue after, in one kernel (kernel_table.h,
   // DecodeGemv; `gemv` names everything but the weight), where the device's table has it.
-  Status forward_decode(DecodeGemv gemv, Stream stream) const;
+  Status forward_decode(DecodeGemv gemv, const ExecutionContext& ctx) const;
   const Weight& weight() const { return weight_; }
   const std::string& name() const { return name_; }
 
@@ -41,9 +41,9 @@ class RmsNorm {
  public:
   RmsNorm() = default;
   RmsNorm(Tensor weight, float eps) : weight_(std::move(weight)), eps_(eps) {}
-  Status forward(const Tensor& in, Tensor& out, Stream stream) const;
+  Status forward(const Tensor& in, Tensor& out, const ExecutionContext& ctx) const;
   // x += residual, then out = norm(x): the residual connection fused into the next norm.
-  Status forward_residual(Tensor& x, const Tensor& residual, Tensor& out, Stream stream) const;
+  Status forward_residual(Tensor& x, const Tensor& residual, Tensor& out, const ExecutionContext& ctx) const;
   const Tensor& weight() const { return weight_; }
   float eps() const { return eps_; }
 
@@ -58,11 +58,11 @@ class Rope {
   Rope() = default;
   Rope(Tensor cos, Tensor sin, int head_dim)
       : cos_(std::move(cos)), sin_(std::move(sin)), head_dim_(head_dim) {}
-  Status forward(Tensor& q, Tensor& k, const Tensor& positions, Stream stream) const;
+  Status forward(Tensor& q, Tensor& k, const Tensor& positions, const ExecutionContext& ctx) const;
   // Stacked q|k|v rows (one GEMM's output) into rotated q, and k and v into the caches at their
   // positions (kernel_table.h, RopeKvStoreKernel): where the device's table has it.
   Status forward_stacked(const Tensor& qkv, const Tensor& positions, Tensor& q, Tensor& k_cache,
-                         Tensor& v_cache, Stream stream) const;
+                         Tensor& v_cache, const ExecutionContext& ctx) const;
   // Where stacked rows with q_rows of q go, for the kernels that rotate and store them
   // (forward_stacked, and the decode GEMV's kRopeKv epilogue).
   RopeKvTarget target(const Tensor& positions, int q_rows, Tensor& k_cache, Tensor& v_cache) const {
@@ -74,27 +74,27 @@ class Rope {
   int head_dim_ = 0;
 };
 
-// Multi-head attention with grouped-query heads over one layer's KV cache: stores this
-// chunk's keys and values at their positions, then attends causally.
+// Multi-head attention with grouped-query heads over one layer's KV cache.
 class Attention {
  public:
   Attention() = default;
   explicit Attention(AttentionShape shape) : shape_(shape) {}
-  Status forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
-                 Tensor& k_cache, Tensor& v_cache, Tensor& out, Stream stream) const;
-  // The same when this chunk's keys and values are already in the caches.
+  // Writes this chunk's keys and values into the caches at their positions.
+  Status store(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,
+               Tensor& v_cache, const ExecutionContext& ctx) const;
+  // Attends causally over the caches, which hold this chunk's keys and values.
   Status attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache,
-                const Tensor& v_cache, Tensor& out, Stream stream) const;
+                const Tensor& v_cache, Tensor& out, const ExecutionContext& ctx) const;
 
  private:
   AttentionShape shape_;
 };
 
 // out = silu(gate) * up.
-Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream);
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
 // out = a + b.
-Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream);
+Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 // out[0] = argmax(logits).
-Status argmax(const Tensor& logits, Tensor& out, Stream stream);
+Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
 
 }  // namespace kuiper::op

@@ -52,7 +52,7 @@ void attend_one(const float* q, const float* k_cache, const float* v_cache, int6
 }  // namespace
 
 Status kv_store_fp32(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,
-                     Tensor& v_cache, Stream) {
+                     Tensor& v_cache, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(k, DataType::kFP32, "kv_store k"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(v, DataType::kFP32, "kv_store v"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(positions, DataType::kINT32, "kv_store positions"));
@@ -76,7 +76,7 @@ Status kv_store_fp32(const Tensor& k, const Tensor& v, const Tensor& positions, 
 }
 
 Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      const Tensor& positions, const AttentionShape& shape, Tensor& out, Stream) {
+                      const Tensor& positions, const AttentionShape& shape, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(q, DataType::kFP32, "attention q"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(k_cache, DataType::kFP32, "key cache"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(v_cache, DataType::kFP32, "value cache"));

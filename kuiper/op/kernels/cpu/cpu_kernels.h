@@ -5,21 +5,21 @@
 
 namespace kuiper::op::cpu {
 
-Status embedding_fp32(const Tensor& tokens, const Weight& table, Tensor& out, Stream);
-Status embedding_half(const Tensor& tokens, const Weight& table, Tensor& out, Stream);
-Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, Stream);
-Status matmul_half(const Tensor& in, const Weight& weight, Tensor& out, Stream);
-Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream);
-Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, Stream);
+Status embedding_fp32(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&);
+Status embedding_half(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&);
+Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&);
+Status matmul_half(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&);
+Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, const ExecutionContext&);
+Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, const ExecutionContext&);
 Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, const Tensor& sin,
-            int head_dim, Stream);
+            int head_dim, const ExecutionContext&);
 Status kv_store_fp32(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,
-                     Tensor& v_cache, Stream);
+                     Tensor& v_cache, const ExecutionContext&);
 Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      const Tensor& positions, const AttentionShape& shape, Tensor& out, Stream);
-Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream);
-Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream);
-Status argmax(const Tensor& logits, Tensor& out, Stream);
+                      const Tensor& positions, const AttentionShape& shape, Tensor& out, const ExecutionContext&);
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext&);
+Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext&);
+Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext&);
 
 // Shared argument checks: a kernel's inputs must be on the CPU with the dtype it expects.
 Status expect_cpu(const Tensor& t, DataType dtype, const char* what);

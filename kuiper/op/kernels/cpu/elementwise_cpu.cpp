@@ -19,7 +19,7 @@ Status check_same(const Tensor& a, const Tensor& b, const Tensor& out, const cha
 
 }  // namespace
 
-Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream) {
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_same(gate, up, out, "swiglu"));
   const float* g = gate.data<float>();
   const float* u = up.data<float>();
@@ -30,7 +30,7 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream) {
   return ok_status();
 }
 
-Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream) {
+Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_same(a, b, out, "add"));
   const float* x = a.data<float>();
   const float* z = b.data<float>();
@@ -41,7 +41,7 @@ Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream) {
   return ok_status();
 }
 
-Status argmax(const Tensor& logits, Tensor& out, Stream) {
+Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(logits, DataType::kFP32, "argmax input"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kINT32, "argmax output"));
   if (logits.numel() == 0 || out.numel() == 0) {

@@ -26,7 +26,7 @@ Status check_embedding(const Tensor& tokens, const Weight& table, const Tensor& 
 
 }  // namespace
 
-Status embedding_fp32(const Tensor& tokens, const Weight& table, Tensor& out, Stream) {
+Status embedding_fp32(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(table.values, DataType::kFP32, "embedding table"));
   KUIPER_RETURN_IF_ERROR(check_embedding(tokens, table, out));
   const int64_t dim = table.cols();
@@ -38,7 +38,7 @@ Status embedding_fp32(const Tensor& tokens, const Weight& table, Tensor& out, St
   return ok_status();
 }
 
-Status embedding_half(const Tensor& tokens, const Weight& table, Tensor& out, Stream) {
+Status embedding_half(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&) {
   const bool bf16 = table.dtype() == DataType::kBF16;
   KUIPER_RETURN_IF_ERROR(expect_cpu(table.values, bf16 ? DataType::kBF16 : DataType::kFP16,
                                     "embedding table"));

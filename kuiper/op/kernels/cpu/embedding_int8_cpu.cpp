@@ -4,7 +4,7 @@
 
 namespace kuiper::op::cpu {
 
-Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, Stream) {
+Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(table));
   KUIPER_RETURN_IF_ERROR(expect_cpu(table.values, DataType::kINT8, "embedding table"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(tokens, DataType::kINT32, "embedding tokens"));

@@ -7,8 +7,8 @@ namespace kuiper::op::cpu {
 
 // out[T, rows] = in[T, cols] · dequant(W)ᵀ with fp32 activations: decode dequantizes in
 // registers, prefill dequantizes row panels for BLAS.
-Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, Stream);
+Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&);
 // out[t] = dequant(table[tokens[t]]).
-Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, Stream);
+Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&);
 
 }  // namespace kuiper::op::cpu

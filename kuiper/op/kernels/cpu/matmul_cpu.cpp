@@ -79,7 +79,7 @@ void gemv_fp32(const float* w, const float* x, float* y, int64_t rows, int64_t c
 
 }  // namespace
 
-Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, Stream) {
+Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kFP32, "matmul weight"));
   KUIPER_RETURN_IF_ERROR(check_matmul(in, weight, out));
   const arma::uword rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
@@ -98,7 +98,7 @@ Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, Stream) 
   return ok_status();
 }
 
-Status matmul_half(const Tensor& in, const Weight& weight, Tensor& out, Stream) {
+Status matmul_half(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_matmul(in, weight, out));
   const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
   const auto* w = weight.values.data<uint16_t>();

@@ -124,7 +124,7 @@ void gemm_int8(const Int8Matrix& w, const float* in, float* out, int64_t tokens)
 
 }  // namespace
 
-Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, Stream) {
+Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(weight));
   KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kINT8, "matmul weight"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(in, DataType::kFP32, "matmul input"));

@@ -34,14 +34,14 @@ void normalise_rows(const float* in, const float* w, int64_t rows, int64_t dim, 
 
 }  // namespace
 
-Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream) {
+Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_norm(in, weight, out));
   const int64_t dim = weight.numel();
   normalise_rows(in.data<float>(), weight.data<float>(), in.numel() / dim, dim, eps, out.data<float>());
   return ok_status();
 }
 
-Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, Stream) {
+Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_norm(x, weight, out));
   KUIPER_RETURN_IF_ERROR(expect_cpu(delta, DataType::kFP32, "rmsnorm residual"));
   if (delta.numel() != x.numel()) {

@@ -27,7 +27,7 @@ void rotate(float* x, int64_t tokens, int64_t width, const int32_t* positions, c
 }  // namespace
 
 Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, const Tensor& sin,
-            int head_dim, Stream) {
+            int head_dim, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(q, DataType::kFP32, "rope q"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(k, DataType::kFP32, "rope k"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(positions, DataType::kINT32, "rope positions"));

@@ -5,7 +5,6 @@
 // (attention_kernels.cuh). Decode splits the cache into ranges whose partial results the
 // combine kernel merges (flash-decoding).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "kuiper/base/cuda_utils.h"
@@ -13,28 +12,27 @@
 #include "kuiper/op/kernels/cuda/attention_decode_kernel.cuh"
 #include "kuiper/op/kernels/cuda/attention_kernels.cuh"
 #include "kuiper/op/kernels/cuda/attention_prefill.cuh"
+#include "kuiper/op/kernels/cuda/cuda_backend.cuh"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
-#include "kuiper/op/kernels/cuda/device_scratch.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
 
 // Decode splits the whole cache capacity (the length is only known on the device) into ranges
-// of at least kMinSplitRows rows and at most kMaxSplits ranges; blocks past the length exit at
-// once, which costs far less than the parallelism short ranges give long contexts.
-constexpr int kMinSplitRows = 64;
+// of at least kDecodeSplitMinRows rows (kernel_shapes.h) and at most kMaxSplits ranges; blocks
+// past the length exit at once, which costs far less than the parallelism short ranges give
+// long contexts.
 
-// Asks once per cache type for the largest shared-memory carveout: with the driver's default
-// pick, fewer blocks than shared memory allows may be resident at once.
+// Asks for the largest shared-memory carveout: with the driver's default pick, fewer blocks
+// than shared memory allows may be resident at once.
 template <typename T>
-Status prefer_shared_memory() {
-  static std::atomic<bool> done{false};
-  if (done.load()) return ok_status();
-  KUIPER_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-      attention_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
-      cudaSharedmemCarveoutMaxShared));
-  done.store(true);
-  return ok_status();
+Status prefer_shared_memory(const ExecutionContext& ctx) {
+  return configure_kernel_once(ctx, reinterpret_cast<const void*>(attention_kernel<T>), [] {
+    KUIPER_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        attention_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
+        cudaSharedmemCarveoutMaxShared));
+    return ok_status();
+  });
 }
 
 // The register-streaming decode kernel (attention_decode_kernel.cuh) takes 16-bit caches (T is
@@ -59,9 +57,9 @@ void launch_streaming_decode(const AttentionParams<T>& p, dim3 grid, cudaStream_
 template <typename T>
 Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& positions, const AttentionShape& shape, Tensor& out,
-              cudaStream_t stream) {
-  static DeviceScratch partials;
-  KUIPER_RETURN_IF_ERROR(prefer_shared_memory<T>());
+              const ExecutionContext& ctx) {
+  const cudaStream_t stream = as_cuda_stream(ctx.stream());
+  KUIPER_RETURN_IF_ERROR(prefer_shared_memory<T>(ctx));
   const int64_t tokens = positions.numel(), context = k_cache.dim(0);
   AttentionParams<T> p{};
   p.q = q.data<float>();
@@ -82,7 +80,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.wide_copies = row_bytes % 16 == 0 && (p.kv_dim * sizeof(T)) % 16 == 0 &&
                   aligned_to(p.k_cache, 16) && aligned_to(p.v_cache, 16);
   if (tokens == 1) {
-    const int64_t rows = std::max<int64_t>(kMinSplitRows, (context + kMaxSplits - 1) / kMaxSplits);
+    const int64_t rows = std::max<int64_t>(kDecodeSplitMinRows, (context + kMaxSplits - 1) / kMaxSplits);
     p.span = static_cast<int>((rows + p.tile_rows - 1) / p.tile_rows * p.tile_rows);
     p.splits = static_cast<int>((context + p.span - 1) / p.span);
   } else {
@@ -91,8 +89,8 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   }
   if (p.splits > 1) {
     const int64_t slots = tokens * shape.n_heads * p.splits;
-    KUIPER_ASSIGN_OR_RETURN(void* scratch,
-                            partials.get(slots * (shape.head_dim + 2) * sizeof(float)));
+    KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kAttentionPartials,
+                                                       slots * (shape.head_dim + 2) * sizeof(float)));
     p.partial_out = static_cast<float*>(scratch);
     p.partial_max_sum = p.partial_out + slots * shape.head_dim;
   }
@@ -122,7 +120,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
 
 Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                  const Tensor& positions, const AttentionShape& shape, Tensor& out,
-                 Stream stream) {
+                 const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(q, DataType::kFP32, "attention q"));
   KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(k_cache, "key cache"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
@@ -139,11 +137,10 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   }
   if (tokens == 0) return ok_status();
   if (tokens > 1 && tensor_core_prefill_fits(q, k_cache, v_cache, shape, out)) {
-    return tensor_core_prefill(q, k_cache, v_cache, positions, shape, out, stream);
+    return tensor_core_prefill(q, k_cache, v_cache, positions, shape, out, ctx);
   }
   return dispatch_float_type(k_cache.dtype(), [&](auto zero) {
-    return launch<decltype(zero)>(q, k_cache, v_cache, positions, shape, out,
-                                  as_cuda_stream(stream));
+    return launch<decltype(zero)>(q, k_cache, v_cache, positions, shape, out, ctx);
   });
 }
 

@@ -1,12 +1,12 @@
 // Launches the tensor-core prefill attention: one block per (head, 64 query rows), sized from
 // host-side shapes only; how many cache rows each block reads is decided on the device from
 // the positions.
-#include <atomic>
 #include <cmath>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/attention_prefill.cuh"
 #include "kuiper/op/kernels/cuda/attention_prefill_kernel.cuh"
+#include "kuiper/op/kernels/cuda/cuda_backend.cuh"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
 
 namespace kuiper::op::cuda {
@@ -15,16 +15,16 @@ namespace {
 template <typename T, int kHeadDim>
 Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& positions, const AttentionShape& shape, Tensor& out,
-              cudaStream_t stream) {
+              const ExecutionContext& ctx) {
   constexpr size_t shared_bytes = prefill_shared_bytes<kHeadDim>();
-  // The tiles exceed the 48 KiB a kernel gets without asking; asked once per instantiation.
-  static std::atomic<bool> allowed{false};
-  if (!allowed.load()) {
-    KUIPER_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(prefill_attention_kernel<T, kHeadDim>,
-                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     static_cast<int>(shared_bytes)));
-    allowed.store(true);
-  }
+  // The tiles exceed the 48 KiB a kernel gets without asking.
+  KUIPER_RETURN_IF_ERROR(configure_kernel_once(
+      ctx, reinterpret_cast<const void*>(prefill_attention_kernel<T, kHeadDim>), [] {
+        KUIPER_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(prefill_attention_kernel<T, kHeadDim>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                         static_cast<int>(shared_bytes)));
+        return ok_status();
+      }));
   PrefillParams<T> p{};
   p.q = q.data<float>();
   p.k_cache = k_cache.data<T>();
@@ -39,7 +39,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.q_scale = static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kHeadDim)));
   const dim3 grid(static_cast<unsigned>(shape.n_heads),
                   static_cast<unsigned>((p.tokens + kPrefillQueryRows - 1) / kPrefillQueryRows));
-  prefill_attention_kernel<T, kHeadDim><<<grid, kPrefillThreads, shared_bytes, stream>>>(p);
+  prefill_attention_kernel<T, kHeadDim><<<grid, kPrefillThreads, shared_bytes, as_cuda_stream(ctx.stream())>>>(p);
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("prefill attention");
   return ok_status();
 }
@@ -47,10 +47,10 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
 template <typename T>
 Status launch_for_head_dim(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                            const Tensor& positions, const AttentionShape& shape, Tensor& out,
-                           cudaStream_t stream) {
+                           const ExecutionContext& ctx) {
   return shape.head_dim == 64
-             ? launch<T, 64>(q, k_cache, v_cache, positions, shape, out, stream)
-             : launch<T, 128>(q, k_cache, v_cache, positions, shape, out, stream);
+             ? launch<T, 64>(q, k_cache, v_cache, positions, shape, out, ctx)
+             : launch<T, 128>(q, k_cache, v_cache, positions, shape, out, ctx);
 }
 
 }  // namespace
@@ -65,12 +65,11 @@ bool tensor_core_prefill_fits(const Tensor& q, const Tensor& k_cache, const Tens
 
 Status tensor_core_prefill(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                            const Tensor& positions, const AttentionShape& shape, Tensor& out,
-                           Stream stream) {
-  const cudaStream_t s = as_cuda_stream(stream);
+                           const ExecutionContext& ctx) {
   if (k_cache.dtype() == DataType::kBF16) {
-    return launch_for_head_dim<__nv_bfloat16>(q, k_cache, v_cache, positions, shape, out, s);
+    return launch_for_head_dim<__nv_bfloat16>(q, k_cache, v_cache, positions, shape, out, ctx);
   }
-  return launch_for_head_dim<__half>(q, k_cache, v_cache, positions, shape, out, s);
+  return launch_for_head_dim<__half>(q, k_cache, v_cache, positions, shape, out, ctx);
 }
 
 }  // namespace kuiper::op::cuda

@@ -15,6 +15,6 @@ bool tensor_core_prefill_fits(const Tensor& q, const Tensor& k_cache, const Tens
 // weights to the cache's type for the tensor cores (see attention_prefill_kernel.cuh).
 Status tensor_core_prefill(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                            const Tensor& positions, const AttentionShape& shape, Tensor& out,
-                           Stream stream);
+                           const ExecutionContext& ctx);
 
 }  // namespace kuiper::op::cuda

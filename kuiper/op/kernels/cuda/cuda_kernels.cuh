@@ -9,24 +9,24 @@
 
 namespace kuiper::op::cuda {
 
-Status embedding(const Tensor& tokens, const Weight& table, Tensor& out, Stream stream);
-Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream);
-Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream stream);
+Status embedding(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext& ctx);
+Status matmul(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx);
+Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, const ExecutionContext& ctx);
 Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
-                   Stream stream);
+                   const ExecutionContext& ctx);
 Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, const Tensor& sin,
-            int head_dim, Stream stream);
+            int head_dim, const ExecutionContext& ctx);
 Status kv_store(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,
-                Tensor& v_cache, Stream stream);
+                Tensor& v_cache, const ExecutionContext& ctx);
 Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                  const Tensor& positions, const AttentionShape& shape, Tensor& out,
-                 Stream stream);
-Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream);
-Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream);
-Status argmax(const Tensor& logits, Tensor& out, Stream stream);
+                 const ExecutionContext& ctx);
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
+Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
+Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
 // Any weight dtype, int8 included.
-Status decode_gemv(const DecodeGemv& gemv, Stream stream);
-Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, Stream stream);
+Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx);
+Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, const ExecutionContext& ctx);
 
 // Shared argument check: `t` must be a non-empty CUDA tensor of `dtype`.
 Status expect_cuda(const Tensor& t, DataType dtype, const char* what);

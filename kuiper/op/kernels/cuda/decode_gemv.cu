@@ -229,10 +229,10 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
 
 }  // namespace
 
-Status decode_gemv(const DecodeGemv& gemv, Stream stream) {
+Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
   DecodeGemvArgs a;
   KUIPER_RETURN_IF_ERROR(check_and_fill(gemv, a));
-  const cudaStream_t s = as_cuda_stream(stream);
+  const cudaStream_t s = as_cuda_stream(ctx.stream());
   const DataType dtype = gemv.weight->dtype();
   const GemvKernelChoice choice = choose_gemv_kernel(dtype, a, gemv.epilogue);
   if (dtype == DataType::kINT8) return launch_int8(a, choice.reader, gemv.epilogue, s);

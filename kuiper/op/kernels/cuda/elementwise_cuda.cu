@@ -74,13 +74,13 @@ Status check_operands(const Tensor& a, const Tensor& b, const Tensor& out, const
 
 }  // namespace
 
-Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) {
+Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_operands(gate, up, out, "swiglu"));
   const int64_t n = out.numel();
   KUIPER_RETURN_IF_ERROR(dispatch_float_type(out.dtype(), [&](auto zero) {
     using Out = decltype(zero);
     launch_by_width(n, {gate.raw_data(), up.raw_data(), out.raw_data()}, [&](auto width, unsigned blocks) {
-      swiglu_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+      swiglu_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
           gate.data<float>(), up.data<float>(), static_cast<Out*>(out.raw_data()), n);
     });
     return ok_status();
@@ -89,25 +89,25 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, Stream stream) 
   return ok_status();
 }
 
-Status add(const Tensor& a, const Tensor& b, Tensor& out, Stream stream) {
+Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_operands(a, b, out, "add"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "add output"));
   const int64_t n = out.numel();
   launch_by_width(n, {a.raw_data(), b.raw_data(), out.raw_data()}, [&](auto width, unsigned blocks) {
-    add_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+    add_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
         a.data<float>(), b.data<float>(), out.data<float>(), n);
   });
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("add");
   return ok_status();
 }
 
-Status argmax(const Tensor& logits, Tensor& out, Stream stream) {
+Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(logits, DataType::kFP32, "argmax input"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kINT32, "argmax output"));
   if (logits.numel() == 0 || logits.numel() > INT32_MAX || out.numel() < 1) {
     return invalid_argument("argmax of " + logits.describe() + " into " + out.describe());
   }
-  argmax_kernel<<<1, kArgmaxThreads, 0, as_cuda_stream(stream)>>>(
+  argmax_kernel<<<1, kArgmaxThreads, 0, as_cuda_stream(ctx.stream())>>>(
       logits.data<float>(), static_cast<int>(logits.numel()), out.data<int32_t>());
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("argmax");
   return ok_status();

@@ -23,7 +23,7 @@ __global__ void embedding_kernel(const int32_t* tokens, const T* table, int64_t 
 
 }  // namespace
 
-Status embedding(const Tensor& tokens, const Weight& table, Tensor& out, Stream stream) {
+Status embedding(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(tokens, DataType::kINT32, "embedding tokens"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "embedding output"));
   KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(table.values, "embedding table"));
@@ -35,7 +35,7 @@ Status embedding(const Tensor& tokens, const Weight& table, Tensor& out, Stream 
   return dispatch_float_type(table.dtype(), [&](auto zero) {
     using T = decltype(zero);
     embedding_kernel<T><<<static_cast<unsigned>(tokens.numel()), kThreads, 0,
-                          as_cuda_stream(stream)>>>(tokens.data<int32_t>(), table.values.data<T>(),
+                          as_cuda_stream(ctx.stream())>>>(tokens.data<int32_t>(), table.values.data<T>(),
                                                     table.rows(), table.cols(), out.data<float>());
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("embedding");
     return ok_status();

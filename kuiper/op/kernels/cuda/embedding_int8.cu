@@ -23,7 +23,7 @@ __global__ void embedding_int8_kernel(const int32_t* tokens, const int8_t* q, co
 
 }  // namespace
 
-Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, Stream stream) {
+Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(table));
   KUIPER_RETURN_IF_ERROR(expect_cuda(table.values, DataType::kINT8, "embedding table"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(tokens, DataType::kINT32, "embedding tokens"));
@@ -33,7 +33,7 @@ Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, St
                             ", table " + table.values.describe() + ", output " + out.describe());
   }
   if (tokens.numel() == 0) return ok_status();
-  embedding_int8_kernel<<<static_cast<unsigned>(tokens.numel()), kThreads, 0, as_cuda_stream(stream)>>>(
+  embedding_int8_kernel<<<static_cast<unsigned>(tokens.numel()), kThreads, 0, as_cuda_stream(ctx.stream())>>>(
       tokens.data<int32_t>(), table.values.data<int8_t>(), table.scales.data<float>(), table.rows(),
       table.cols(), table.group_size, out.data<float>());
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("embedding_int8");

@@ -7,8 +7,8 @@ namespace kuiper::op::cuda {
 
 // out[T, rows] = in[T, cols] · dequant(W)ᵀ. Decode is an int8 GEMV; prefill dequantizes W to
 // bf16 scratch and runs the bf16 tensor-core GEMM of matmul().
-Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, Stream stream);
+Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx);
 // out[t] = dequant(table[tokens[t]]); an id outside the table yields a zero row.
-Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, Stream stream);
+Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext& ctx);
 
 }  // namespace kuiper::op::cuda

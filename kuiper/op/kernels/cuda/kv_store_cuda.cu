@@ -27,7 +27,7 @@ __global__ void kv_store_kernel(const float* k, const float* v, const int32_t* p
 }  // namespace
 
 Status kv_store(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,
-                Tensor& v_cache, Stream stream) {
+                Tensor& v_cache, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(k, DataType::kFP32, "kv_store k"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(v, DataType::kFP32, "kv_store v"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "kv_store positions"));
@@ -44,7 +44,7 @@ Status kv_store(const Tensor& k, const Tensor& v, const Tensor& positions, Tenso
   return dispatch_float_type(k_cache.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kv_store_kernel<T><<<elementwise_blocks(total), kElementwiseThreads, 0,
-                         as_cuda_stream(stream)>>>(k.data<float>(), v.data<float>(),
+                         as_cuda_stream(ctx.stream())>>>(k.data<float>(), v.data<float>(),
                                                    positions.data<int32_t>(), tokens, kv_dim,
                                                    k_cache.dim(0), k_cache.data<T>(),
                                                    v_cache.data<T>());

@@ -3,53 +3,15 @@
 // cuBLAS: fp16/bf16 weights run on the tensor cores after the activations are rounded to the
 // weights' type in a scratch buffer, accumulating and writing fp32; fp32 weights run as a true
 // fp32 GEMM (no TF32), so that fp32 models stay exact to fp32 rounding.
-#include <cublas_v2.h>
-
-#include <mutex>
-
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/base/device.h"
+#include "kuiper/op/kernels/cuda/cuda_backend.cuh"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
-#include "kuiper/op/kernels/cuda/device_scratch.cuh"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
 #include "kuiper/op/kernels/cuda/elementwise_loop.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
-
-constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // what cuBLAS suggests for Hopper
-constexpr int kMaxDevices = 16;
-
-Status cublas_status(cublasStatus_t status, const char* what) {
-  if (status == CUBLAS_STATUS_SUCCESS) return ok_status();
-  return internal_error(std::string(what) + ": " + cublasGetStatusString(status));
-}
-
-// One cuBLAS handle and workspace per GPU, made on first use and kept for the process (a
-// handle is expensive to create, and creating one would break a graph capture).
-struct CublasContext {
-  std::mutex mutex;  // a handle's stream and workspace are per-handle state
-  cublasHandle_t handle = nullptr;
-  void* workspace = nullptr;
-};
-
-StatusOr<CublasContext*> cublas_context() {
-  static CublasContext contexts[kMaxDevices];
-  static std::mutex creation;
-  int device = 0;
-  KUIPER_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  if (device < 0 || device >= kMaxDevices) return unsupported("too many GPUs for cuBLAS contexts");
-  std::lock_guard<std::mutex> lock(creation);
-  CublasContext& ctx = contexts[device];
-  if (ctx.handle == nullptr) {
-    KUIPER_ASSIGN_OR_RETURN(Allocator * pool, cuda_allocator());
-    KUIPER_ASSIGN_OR_RETURN(ctx.workspace, pool->allocate(kCublasWorkspaceBytes));
-    cublasHandle_t handle = nullptr;
-    KUIPER_RETURN_IF_ERROR(cublas_status(cublasCreate(&handle), "cublasCreate"));
-    ctx.handle = handle;
-  }
-  return &ctx;
-}
 
 template <typename T, int kWidth>
 __global__ void round_activations_kernel(const float* in, T* out, int64_t n) {
@@ -64,14 +26,14 @@ constexpr cudaDataType_t cuda_data_type() {
 }
 
 template <typename T>
-Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t stream) {
-  static DeviceScratch rounded_activations;
+Status gemm(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
+  const cudaStream_t stream = as_cuda_stream(ctx.stream());
   const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
   const void* b = in.raw_data();
   if constexpr (!std::is_same_v<T, float>) {
     if (in.dtype() == DataType::kFP32) {  // else in is T already (the table's matmul_input)
       const int64_t n = in.numel();
-      KUIPER_ASSIGN_OR_RETURN(void* scratch, rounded_activations.get(n * sizeof(T)));
+      KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kGemmInput, n * sizeof(T)));
       launch_by_width(n, {in.raw_data(), scratch}, [&](auto width, unsigned blocks) {
         round_activations_kernel<T, width()><<<blocks, kElementwiseThreads, 0, stream>>>(
             in.data<float>(), static_cast<T*>(scratch), n);
@@ -80,19 +42,12 @@ Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
       b = scratch;
     }
   }
-  KUIPER_ASSIGN_OR_RETURN(CublasContext * ctx, cublas_context());
-  std::lock_guard<std::mutex> lock(ctx->mutex);
-  KUIPER_RETURN_IF_ERROR(cublas_status(cublasSetStream(ctx->handle, stream), "cublasSetStream"));
-  // Setting the stream resets the workspace to cuBLAS's own pool, which may allocate.
-  KUIPER_RETURN_IF_ERROR(cublas_status(
-      cublasSetWorkspace(ctx->handle, ctx->workspace, kCublasWorkspaceBytes),
-      "cublasSetWorkspace"));
   // Row-major out[T, rows] is column-major outᵀ[rows, T] = W·inᵀ, where row-major W[rows,
   // cols] read column-major is Wᵀ (hence OP_T) and row-major in[T, cols] is inᵀ.
   const float alpha = 1.f, beta = 0.f;
   constexpr cudaDataType_t type = cuda_data_type<T>();
   return cublas_status(
-      cublasGemmEx(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+      cublasGemmEx(cuda_backend(ctx).cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
                    static_cast<int>(tokens), static_cast<int>(cols), &alpha,
                    weight.values.raw_data(), type, static_cast<int>(cols), b, type,
                    static_cast<int>(cols), &beta, out.raw_data(), CUDA_R_32F,
@@ -102,7 +57,7 @@ Status gemm(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t st
 
 }  // namespace
 
-Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream) {
+Status matmul(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "matmul output"));
   KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(weight.values, "matmul weight"));
   // fp32, or already in the weight's 16-bit type (the table's matmul_input).
@@ -122,10 +77,10 @@ Status matmul(const Tensor& in, const Weight& weight, Tensor& out, Stream stream
   const int64_t tokens = in.numel() / cols;
   if (tokens == 0 || rows == 0) return ok_status();
   if (tokens == 1 && in.dtype() == DataType::kFP32) {
-    return decode_gemv({.in = &in, .weight = &weight, .out = &out}, stream);
+    return decode_gemv({.in = &in, .weight = &weight, .out = &out}, ctx);
   }
   return dispatch_float_type(weight.dtype(), [&](auto zero) {
-    return gemm<decltype(zero)>(in, weight, out, as_cuda_stream(stream));
+    return gemm<decltype(zero)>(in, weight, out, ctx);
   });
 }
 

@@ -7,7 +7,6 @@
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
-#include "kuiper/op/kernels/cuda/device_scratch.cuh"
 #include "kuiper/op/kernels/cuda/elementwise_loop.cuh"
 #include "kuiper/op/kernels/cuda/int8_cuda_kernels.cuh"
 
@@ -42,11 +41,11 @@ __global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const float
   });
 }
 
-Status gemm_int8(const Tensor& in, const Weight& weight, Tensor& out, cudaStream_t stream) {
-  static DeviceScratch dequantized;
+Status gemm_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
+  const cudaStream_t stream = as_cuda_stream(ctx.stream());
   const int64_t n = weight.values.numel();
   const size_t bytes = static_cast<size_t>(n) * sizeof(__nv_bfloat16);
-  KUIPER_ASSIGN_OR_RETURN(void* scratch, dequantized.get(bytes));
+  KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kDequantizedWeight, bytes));
   const int8_t* q = weight.values.data<int8_t>();
   const bool wide = weight.group_size % 16 == 0 && aligned_to(q, 16) && aligned_to(scratch, 16);
   with_width<16>(wide, [&](auto width) {
@@ -54,15 +53,15 @@ Status gemm_int8(const Tensor& in, const Weight& weight, Tensor& out, cudaStream
         q, weight.scales.data<float>(), static_cast<__nv_bfloat16*>(scratch), n, weight.group_size);
   });
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("dequantize int8 to bf16");
-  // The scratch is borrowed: it outlives the call, and the GEMM is queued on the same stream.
+  // The scratch is the context's: it outlives the call, and the GEMM is queued on the same stream.
   const auto buffer = Buffer::borrow(scratch, bytes, DeviceType::kCUDA, nullptr);
   KUIPER_ASSIGN_OR_RETURN(Tensor values, Tensor::view(buffer, 0, DataType::kBF16, weight.values.shape()));
-  return matmul(in, Weight{std::move(values), Tensor(), 0}, out, stream);
+  return matmul(in, Weight{std::move(values), Tensor(), 0}, out, ctx);
 }
 
 }  // namespace
 
-Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, Stream stream) {
+Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(weight));
   KUIPER_RETURN_IF_ERROR(expect_cuda(weight.values, DataType::kINT8, "matmul weight"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(in, DataType::kFP32, "matmul input"));
@@ -77,8 +76,8 @@ Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, Stream s
   }
   const int64_t tokens = in.numel() / cols;
   if (tokens == 0 || rows == 0) return ok_status();
-  if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, stream);
-  return gemm_int8(in, weight, out, as_cuda_stream(stream));
+  if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, ctx);
+  return gemm_int8(in, weight, out, ctx);
 }
 
 }  // namespace kuiper::op::cuda

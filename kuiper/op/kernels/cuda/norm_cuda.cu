@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(float* in, const floa
 }
 
 Status launch_rmsnorm(const Tensor& in, const float* delta, const Tensor& weight, float eps, Tensor& out,
-                      Stream stream) {
+                      const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(in, DataType::kFP32, "rmsnorm input"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(weight, DataType::kFP32, "rmsnorm weight"));
   KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "rmsnorm output"));
@@ -65,7 +65,7 @@ Status launch_rmsnorm(const Tensor& in, const float* delta, const Tensor& weight
   const bool quads = dim % 4 == 0 && quads_aligned({in.raw_data(), delta != nullptr ? delta : in.raw_data(),
                                                     weight.raw_data(), out.raw_data()});
   const auto blocks = static_cast<unsigned>(rows);
-  const cudaStream_t s = as_cuda_stream(stream);
+  const cudaStream_t s = as_cuda_stream(ctx.stream());
   KUIPER_RETURN_IF_ERROR(dispatch_float_type(out.dtype(), [&](auto zero) {
     using Out = decltype(zero);
     with_width<4>(quads, [&](auto width) {
@@ -80,17 +80,17 @@ Status launch_rmsnorm(const Tensor& in, const float* delta, const Tensor& weight
 
 }  // namespace
 
-Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, Stream stream) {
-  return launch_rmsnorm(in, nullptr, weight, eps, out, stream);
+Status rmsnorm(const Tensor& in, const Tensor& weight, float eps, Tensor& out, const ExecutionContext& ctx) {
+  return launch_rmsnorm(in, nullptr, weight, eps, out, ctx);
 }
 
 Status add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps, Tensor& out,
-                   Stream stream) {
+                   const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(delta, DataType::kFP32, "rmsnorm residual"));
   if (delta.numel() != x.numel()) {
     return invalid_argument("residual " + delta.describe() + " does not fit " + x.describe());
   }
-  return launch_rmsnorm(x, delta.data<float>(), weight, eps, out, stream);
+  return launch_rmsnorm(x, delta.data<float>(), weight, eps, out, ctx);
 }
 
 }  // namespace kuiper::op::cuda

@@ -35,7 +35,7 @@ __global__ void rope_kernel(float* q, float* k, const int32_t* positions, const 
 }  // namespace
 
 Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, const Tensor& sin,
-            int head_dim, Stream stream) {
+            int head_dim, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(q, DataType::kFP32, "rope q"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(k, DataType::kFP32, "rope k"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "rope positions"));
@@ -46,7 +46,7 @@ Status rope(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos, co
   const int64_t q_pairs = q.dim(-1) / 2, k_pairs = k.dim(-1) / 2;
   const int64_t total = tokens * (q_pairs + k_pairs);
   if (total == 0) return ok_status();
-  rope_kernel<<<elementwise_blocks(total), kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+  rope_kernel<<<elementwise_blocks(total), kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
       q.data<float>(), k.data<float>(), positions.data<int32_t>(), cos.data<float>(),
       sin.data<float>(), cos.dim(0), tokens, q_pairs, k_pairs, head_dim / 2);
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("rope");

@@ -67,7 +67,7 @@ Status rope_kv_args(const RopeKvTarget& t, int64_t rows, int64_t tokens, const T
   return ok_status();
 }
 
-Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, Stream stream) {
+Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(qkv, DataType::kFP32, "rope/kv stacked input"));
   if (target.positions == nullptr) return invalid_argument("rope/kv store needs positions");
   const int64_t tokens = target.positions->numel();
@@ -80,7 +80,7 @@ Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, S
   const int64_t pairs = qkv.numel() / tokens / 2;
   const dim3 grid(static_cast<unsigned>((pairs + kElementwiseThreads - 1) / kElementwiseThreads),
                   static_cast<unsigned>(std::min<int64_t>(tokens, kMaxGridY)));
-  rope_kv_store_kernel<<<grid, kElementwiseThreads, 0, as_cuda_stream(stream)>>>(
+  rope_kv_store_kernel<<<grid, kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
       qkv.data<float>(), a, q.data<float>(), tokens);
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("rope_kv_store");
   return ok_status();

@@ -1,0 +1,46 @@
+#include "kuiper/op/kernels/cuda/cuda_backend.cuh"
+
+#include "kuiper/base/cuda_utils.h"
+
+namespace kuiper::op {
+namespace cuda {
+namespace {
+
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // what cuBLAS suggests for Hopper
+
+}  // namespace
+
+Status cublas_status(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return ok_status();
+  return internal_error(std::string(what) + ": " + cublasGetStatusString(status));
+}
+
+CudaBackendState::~CudaBackendState() {
+  if (cublas != nullptr) cublasDestroy(cublas);
+  if (cublas_workspace != nullptr) allocator->release(cublas_workspace, kCublasWorkspaceBytes);
+}
+
+CudaBackendState& cuda_backend(const ExecutionContext& ctx) {
+  return *static_cast<CudaBackendState*>(ctx.backend());
+}
+
+StatusOr<std::unique_ptr<BackendState>> create_backend_state(Stream stream, Allocator& allocator) {
+  auto state = std::make_unique<CudaBackendState>();
+  state->allocator = &allocator;
+  KUIPER_ASSIGN_OR_RETURN(state->cublas_workspace, allocator.allocate(kCublasWorkspaceBytes));
+  KUIPER_RETURN_IF_ERROR(cublas_status(cublasCreate(&state->cublas), "cublasCreate"));
+  // The handle serves this context's stream only, so stream and workspace are set once here
+  // (setting the stream resets the workspace to cuBLAS's own pool, hence the order).
+  KUIPER_RETURN_IF_ERROR(cublas_status(cublasSetStream(state->cublas, as_cuda_stream(stream)), "cublasSetStream"));
+  KUIPER_RETURN_IF_ERROR(cublas_status(
+      cublasSetWorkspace(state->cublas, state->cublas_workspace, kCublasWorkspaceBytes), "cublasSetWorkspace"));
+  return std::unique_ptr<BackendState>(std::move(state));
+}
+
+}  // namespace cuda
+
+StatusOr<std::unique_ptr<BackendState>> create_cuda_backend_state(Stream stream, Allocator& allocator) {
+  return cuda::create_backend_state(stream, allocator);
+}
+
+}  // namespace kuiper::op
