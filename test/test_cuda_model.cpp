@@ -7,6 +7,7 @@
 #include "kuiper/model/llama_model.h"
 #include "kuiper/model/random_checkpoint.h"
 #include "test/test_util.h"
+#include "test/two_models.h"
 
 namespace kuiper {
 namespace {
@@ -143,6 +144,19 @@ TEST_F(CudaModel, RefusesAModelThatCannotFit) {
   auto model = LlamaModel::create(ckpt.config, ckpt.weights, options);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), StatusCode::kResourceExhausted) << model.status().to_string();
+}
+
+// Two GPU models alive at once, each with its own execution context (scratch, cuBLAS handle,
+// recorded decode graph), decoding in turn: the same kernels on the same inputs, so each must
+// give bit-identical logits to the model run alone.
+TEST_F(CudaModel, TwoModelsInterleavedEqualEachAlone) {
+  for (DataType dtype : {DataType::kFP32, DataType::kBF16}) {
+    ModelOptions options;
+    options.device = DeviceType::kCUDA;
+    options.weight_dtype = dtype;
+    const test::TwoModelsResult r = test::run_two_models_interleaved(options, 24);
+    EXPECT_EQ(r.worst_difference, 0.0) << dtype_name(dtype) << ", after " << r.steps << " steps";
+  }
 }
 
 }  // namespace
