@@ -4,7 +4,7 @@
 #include <iostream>
 #include <random>
 
-#include "kuiper/model/checkpoint_convert.h"
+#include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/model/int8_quantize.h"
 
 namespace kuiper::cli {

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kuiper/model/checkpoint.h"
+#include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/sampler/sampler.h"
 #include "kuiper/tokenizer/tokenizer.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cli_common.h"
-#include "kuiper/model/random_checkpoint.h"
+#include "kuiper/checkpoint/random_checkpoint.h"
 
 namespace kuiper {
 namespace {

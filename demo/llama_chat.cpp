@@ -12,6 +12,7 @@
 
 #include "chat_terminal.h"
 #include "cli_common.h"
+#include "kuiper/generation/chat_template_choice.h"
 #include "kuiper/generation/conversation.h"
 
 namespace kuiper {

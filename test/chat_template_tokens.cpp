@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "kuiper/generation/chat_template.h"
+#include "kuiper/generation/chat_template_choice.h"
 
 namespace {
 

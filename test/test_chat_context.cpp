@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kuiper/generation/chat_template_choice.h"
 #include "kuiper/generation/conversation.h"
 #include "test/test_util.h"
 

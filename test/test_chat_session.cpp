@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "kuiper/generation/chat_template_choice.h"
 #include "kuiper/generation/conversation.h"
-#include "kuiper/model/random_checkpoint.h"
+#include "kuiper/checkpoint/random_checkpoint.h"
 #include "test/test_util.h"
 
 namespace kuiper {

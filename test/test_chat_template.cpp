@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kuiper/generation/chat_template.h"
+#include "kuiper/generation/chat_template_choice.h"
 #include "test/test_util.h"
 
 namespace kuiper {

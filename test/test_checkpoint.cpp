@@ -5,9 +5,9 @@
 #include <fstream>
 #include <vector>
 
-#include "kuiper/model/llama2c_writer.h"
+#include "kuiper/checkpoint/formats/llama2c_writer.h"
 #include "kuiper/model/llama_model.h"
-#include "kuiper/model/random_checkpoint.h"
+#include "kuiper/checkpoint/random_checkpoint.h"
 #include "test/test_util.h"
 
 namespace kuiper {

@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "kuiper/base/half.h"
-#include "kuiper/model/hf_checkpoint.h"
-#include "kuiper/model/hf_config.h"
-#include "kuiper/model/llama2c_writer.h"
+#include "kuiper/checkpoint/formats/hf_safetensors.h"
+#include "kuiper/checkpoint/formats/hf_config.h"
+#include "kuiper/checkpoint/formats/llama2c_writer.h"
 #include "kuiper/model/llama_model.h"
-#include "kuiper/model/safetensors.h"
+#include "kuiper/checkpoint/formats/safetensors.h"
 #include "kuiper/model/weight_convert.h"
 #include "test/test_util.h"
 

@@ -8,13 +8,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "kuiper/model/checkpoint_convert.h"
-#include "kuiper/model/checkpoint_tensors.h"
-#include "kuiper/model/kuiper_checkpoint.h"
-#include "kuiper/model/llama2c_v2_writer.h"
+#include "kuiper/checkpoint/checkpoint_convert.h"
+#include "kuiper/checkpoint/checkpoint_tensors.h"
+#include "kuiper/checkpoint/formats/kuiper_format.h"
+#include "kuiper/checkpoint/formats/llama2c_v2_writer.h"
 #include "kuiper/model/llama_model.h"
-#include "kuiper/model/random_checkpoint.h"
-#include "kuiper/model/safetensors.h"
+#include "kuiper/checkpoint/random_checkpoint.h"
+#include "kuiper/checkpoint/formats/safetensors.h"
 #include "kuiper/tokenizer/tokenizer.h"
 #include "test/test_util.h"
 

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <vector>
 
-#include "kuiper/model/checkpoint_convert.h"
-#include "kuiper/model/checkpoint_tensors.h"
-#include "kuiper/model/llama2c_v2_writer.h"
+#include "kuiper/checkpoint/checkpoint_convert.h"
+#include "kuiper/checkpoint/checkpoint_tensors.h"
+#include "kuiper/checkpoint/formats/llama2c_v2_writer.h"
 #include "kuiper/model/llama_model.h"
-#include "kuiper/model/random_checkpoint.h"
+#include "kuiper/checkpoint/random_checkpoint.h"
 #include "test/test_util.h"
 
 namespace kuiper {
@@ -259,7 +259,7 @@ TEST(KuiperV3, WrongGuessesFailClearly) {
 
   std::vector<char> truncated(good.begin(), good.end() - 4);
   write_bytes(dir + "/truncated.bin", truncated);
-  expect_refused(dir + "/truncated.bin", "kuiper-v3", "not a KuiperLLama int8 file");
+  expect_refused(dir + "/truncated.bin", "kuiperllama-v3", "not a KuiperLLama int8 file");
   // Not recognised automatically either; whatever format claims it must refuse it.
   EXPECT_FALSE(load_checkpoint(dir + "/truncated.bin").ok());
 
@@ -267,7 +267,7 @@ TEST(KuiperV3, WrongGuessesFailClearly) {
   const int32_t group = 48;
   std::memcpy(bad_group.data() + 28, &group, 4);
   write_bytes(dir + "/group.bin", bad_group);
-  expect_refused(dir + "/group.bin", "kuiper-v3", "not a KuiperLLama int8 file");
+  expect_refused(dir + "/group.bin", "kuiperllama-v3", "not a KuiperLLama int8 file");
 
   // Forcing the format on a llama2.c file must not produce a model.
   expect_refused(test::source_path("models/stories260K/stories260K.bin"), "kuiper-v3",

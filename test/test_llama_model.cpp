@@ -7,7 +7,7 @@
 
 #include "kuiper/generation/session.h"
 #include "kuiper/model/llama_model.h"
-#include "kuiper/model/random_checkpoint.h"
+#include "kuiper/checkpoint/random_checkpoint.h"
 #include "test/test_util.h"
 
 namespace kuiper {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kuiper/model/checkpoint.h"
+#include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/op/execution_context.h"
 #include "kuiper/op/weight.h"
 #include "kuiper/tensor/tensor.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kuiper/model/random_checkpoint.h"
+#include "kuiper/checkpoint/random_checkpoint.h"
 #include "test/test_util.h"
 
 namespace kuiper::test {

@@ -14,9 +14,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kuiper/model/checkpoint_convert.h"
-#include "kuiper/model/kuiper_checkpoint.h"
-#include "kuiper/model/llama2c_v2_writer.h"
+#include "kuiper/checkpoint/checkpoint_convert.h"
+#include "kuiper/checkpoint/load_checkpoint.h"
+#include "kuiper/checkpoint/formats/kuiper_format.h"
+#include "kuiper/checkpoint/formats/llama2c_v2_writer.h"
 #include "kuiper/base/partial_file.h"
 
 namespace kuiper {

@@ -16,11 +16,6 @@
 
 namespace kuiper {
 
-enum class ChatTemplateKind { kAuto, kLlama2, kLlama3 };
-
-// "auto", "llama2", "llama3" -> kind.
-StatusOr<ChatTemplateKind> parse_chat_template_kind(std::string_view name);
-
 // A finished exchange: what the user said and what the assistant answered.
 struct ChatExchange {
   std::string user;
@@ -51,11 +46,6 @@ class ChatTemplate {
   StatusOr<std::vector<int32_t>> encode_dialog(std::string_view system, std::span<const ChatExchange> exchanges,
                                                std::string_view user) const;
 };
-
-// The template for a tokenizer. kAuto picks LLaMA 3 when the tokenizer has its header and
-// end-of-turn tokens, LLaMA 2 otherwise; an explicit kind the tokenizer cannot express fails.
-// The template refers to `tokenizer`, which must outlive it.
-StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(ChatTemplateKind kind, const Tokenizer& tokenizer);
 
 // Text with leading and trailing whitespace removed, as the reference chat code does to every
 // message (Python's str.strip() on ASCII whitespace, including \x1c-\x1f).

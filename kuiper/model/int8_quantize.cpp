@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kuiper/model/weight_convert.h"
+#include "kuiper/model/float_convert.h"
 
 namespace kuiper {
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kuiper/model/float_convert.h"
 #include "kuiper/model/weight_convert.h"
 #include "kuiper/op/kernel_shapes.h"
 

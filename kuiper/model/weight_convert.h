@@ -17,7 +17,5 @@ StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Al
 // parts must agree in columns). Converted on the host, uploaded once.
 StatusOr<op::Weight> stack_rows(std::span<const op::Weight> parts, DataType dtype, Allocator& allocator);
 
-// An fp32 vector (norm weights) on the allocator's device; zero-copy on the CPU.
-StatusOr<Tensor> place_fp32(const Tensor& tensor, Allocator& allocator);
 
 }  // namespace kuiper

@@ -1,6 +1,7 @@
-// Reading model files. Every format ends up as the same Checkpoint: a config plus host tensors
-// (usually zero-copy views into the memory-mapped file). Formats are recognised from content;
-// a file that fails its format's checks is refused with one line naming the file and problem.
+// What reading a model file gives: a config plus host tensors (usually zero-copy views into the
+// memory-mapped file), whatever the format; and what each format provides to the registry
+// (load_checkpoint.h). A file that fails its format's checks is refused with one line naming
+// the file and problem.
 #pragma once
 
 #include <cstring>
@@ -22,17 +23,6 @@ struct Checkpoint {
   std::string format;    // human-readable, e.g. "llama2.c v1 (fp32)"
   std::string path;
 };
-
-struct LoadOptions {
-  // "auto" recognises the format from the file; a name from checkpoint_format_names() forces
-  // one (needed for formats without a magic number).
-  std::string format = "auto";
-};
-
-StatusOr<Checkpoint> load_checkpoint(const std::string& path, const LoadOptions& options = {});
-
-// Names accepted by LoadOptions::format, for --help and error messages.
-std::vector<std::string> checkpoint_format_names();
 
 // A file format kuiper reads. `detect` looks only at the bytes (cheap, no side effects).
 struct CheckpointFormat {
@@ -74,9 +64,5 @@ StatusOr<T> FileCursor::read(const char* what) {
   offset_ += sizeof(T);
   return value;
 }
-
-// Formats implemented in their own files (llama2c_checkpoint.cpp, ...).
-const CheckpointFormat& llama2c_v0_format();
-const CheckpointFormat& llama2c_v1_format();
 
 }  // namespace kuiper

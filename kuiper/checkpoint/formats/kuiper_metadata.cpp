@@ -1,4 +1,4 @@
-#include "kuiper/model/kuiper_metadata.h"
+#include "kuiper/checkpoint/formats/kuiper_metadata.h"
 
 #include <nlohmann/json.hpp>
 

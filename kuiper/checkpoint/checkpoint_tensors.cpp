@@ -1,4 +1,4 @@
-#include "kuiper/model/checkpoint_tensors.h"
+#include "kuiper/checkpoint/checkpoint_tensors.h"
 
 namespace kuiper {
 

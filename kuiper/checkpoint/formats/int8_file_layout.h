@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kuiper/model/checkpoint.h"
+#include "kuiper/checkpoint/checkpoint.h"
 
 namespace kuiper {
 

@@ -1,4 +1,4 @@
-#include "kuiper/model/llama2c_header.h"
+#include "kuiper/checkpoint/formats/llama2c_header.h"
 
 #include <cstring>
 

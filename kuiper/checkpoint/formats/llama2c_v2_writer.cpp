@@ -1,9 +1,9 @@
-#include "kuiper/model/llama2c_v2_writer.h"
+#include "kuiper/checkpoint/formats/llama2c_v2_writer.h"
 
 #include <vector>
 
-#include "kuiper/model/checkpoint_tensors.h"
-#include "kuiper/model/llama2c_header.h"
+#include "kuiper/checkpoint/checkpoint_tensors.h"
+#include "kuiper/checkpoint/formats/llama2c_header.h"
 #include "kuiper/base/partial_file.h"
 #include "kuiper/op/int8_weight.h"
 

@@ -1,9 +1,10 @@
-#include "kuiper/model/llama2c_writer.h"
+#include "kuiper/checkpoint/formats/llama2c_writer.h"
 
 #include <vector>
 
 #include "kuiper/base/partial_file.h"
-#include "kuiper/model/llama2c_header.h"
+#include "kuiper/checkpoint/formats/llama2c_header.h"
+#include "kuiper/model/float_convert.h"
 #include "kuiper/model/weight_convert.h"
 
 namespace kuiper {

@@ -1,10 +1,11 @@
-#include "kuiper/model/checkpoint_convert.h"
+#include "kuiper/checkpoint/checkpoint_convert.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "kuiper/model/checkpoint_tensors.h"
+#include "kuiper/checkpoint/checkpoint_tensors.h"
 #include "kuiper/model/int8_quantize.h"
+#include "kuiper/model/float_convert.h"
 #include "kuiper/model/weight_convert.h"
 
 namespace kuiper {

@@ -1,4 +1,4 @@
-#include "kuiper/model/int8_file_layout.h"
+#include "kuiper/checkpoint/formats/int8_file_layout.h"
 
 #include <cstdlib>
 

@@ -6,8 +6,8 @@
 //
 // Without a magic number, a file is taken for this format only when its size is exactly what
 // its header implies; forcing the format on another file fails on that same check.
-#include "kuiper/model/int8_file_layout.h"
-#include "kuiper/model/quantized_formats.h"
+#include "kuiper/checkpoint/formats/int8_file_layout.h"
+#include "kuiper/checkpoint/formats/formats.h"
 
 namespace kuiper {
 namespace {
@@ -74,7 +74,7 @@ StatusOr<Checkpoint> load_v3(std::shared_ptr<MappedFile> file) {
 }  // namespace
 
 const CheckpointFormat& kuiperllama_v3_format() {
-  static const CheckpointFormat format{"kuiper-v3", detect_v3, load_v3};
+  static const CheckpointFormat format{"kuiperllama-v3", detect_v3, load_v3};
   return format;
 }
 

@@ -4,9 +4,9 @@
 // Body: fp32 attention norms (all layers), ffn norms, final norm; then int8 values + fp32
 // scales of the token embedding, wq (all layers), wk, wv, wo, w1, w2, w3 and, if not shared,
 // the classifier.
-#include "kuiper/model/int8_file_layout.h"
-#include "kuiper/model/llama2c_header.h"
-#include "kuiper/model/quantized_formats.h"
+#include "kuiper/checkpoint/formats/int8_file_layout.h"
+#include "kuiper/checkpoint/formats/llama2c_header.h"
+#include "kuiper/checkpoint/formats/formats.h"
 
 namespace kuiper {
 namespace {

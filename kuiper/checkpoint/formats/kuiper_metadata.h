@@ -13,7 +13,7 @@
 #include <map>
 #include <string>
 
-#include "kuiper/model/checkpoint_convert.h"
+#include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/model/llama_config.h"
 
 namespace kuiper {

@@ -2,8 +2,9 @@
 // magic, 256-byte header). See karpathy/llama2.c export.py for the writer.
 #include <cmath>
 
-#include "kuiper/model/checkpoint.h"
-#include "kuiper/model/llama2c_header.h"
+#include "kuiper/checkpoint/checkpoint.h"
+#include "kuiper/checkpoint/formats/formats.h"
+#include "kuiper/checkpoint/formats/llama2c_header.h"
 
 namespace kuiper {
 namespace {

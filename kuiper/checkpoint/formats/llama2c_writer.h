@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kuiper/model/checkpoint.h"
+#include "kuiper/checkpoint/checkpoint.h"
 
 namespace kuiper {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "kuiper/model/checkpoint.h"
+#include "kuiper/checkpoint/checkpoint.h"
 
 namespace kuiper {
 

@@ -1,4 +1,4 @@
-#include "kuiper/model/random_checkpoint.h"
+#include "kuiper/checkpoint/random_checkpoint.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "kuiper/model/safetensors.h"
+#include "kuiper/checkpoint/formats/safetensors.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -4,11 +4,10 @@
 
 #include <string>
 
-#include "kuiper/model/checkpoint.h"
+#include "kuiper/checkpoint/checkpoint.h"
 
 namespace kuiper {
 
-const CheckpointFormat& kuiper_format();
 
 // Writes `checkpoint` whose matrices all share one storage (one float dtype, or int8 in one
 // group size; see convert_checkpoint) through `<path>.partial`, renamed when complete.

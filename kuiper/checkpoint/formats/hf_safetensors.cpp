@@ -1,4 +1,4 @@
-#include "kuiper/model/hf_checkpoint.h"
+#include "kuiper/checkpoint/formats/hf_safetensors.h"
 
 #include <cstring>
 #include <filesystem>
@@ -8,8 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kuiper/model/hf_config.h"
-#include "kuiper/model/safetensors.h"
+#include "kuiper/checkpoint/formats/formats.h"
+#include "kuiper/checkpoint/formats/hf_config.h"
+#include "kuiper/checkpoint/formats/safetensors.h"
+#include "kuiper/model/float_convert.h"
 #include "kuiper/model/weight_convert.h"
 
 namespace kuiper {

@@ -1,10 +1,11 @@
-#include "kuiper/model/kuiper_checkpoint.h"
+#include "kuiper/checkpoint/formats/kuiper_format.h"
 
 #include <cstring>
 
-#include "kuiper/model/checkpoint_tensors.h"
-#include "kuiper/model/kuiper_metadata.h"
-#include "kuiper/model/safetensors.h"
+#include "kuiper/checkpoint/formats/formats.h"
+#include "kuiper/checkpoint/checkpoint_tensors.h"
+#include "kuiper/checkpoint/formats/kuiper_metadata.h"
+#include "kuiper/checkpoint/formats/safetensors.h"
 #include "kuiper/op/int8_weight.h"
 
 namespace kuiper {

@@ -7,15 +7,13 @@
 
 #include <string>
 
-#include "kuiper/model/checkpoint.h"
+#include "kuiper/checkpoint/checkpoint.h"
 
 namespace kuiper {
 
 // Loads the model in `dir`. Errors name the file and tensor at fault.
 StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir);
 
-// The format entry for a .safetensors file given directly: the model of the directory it is in.
-const CheckpointFormat& hf_safetensors_format();
 
 // Rows of a q or k projection [n_heads * head_dim, cols] reordered from HF's layout (each head's
 // first half of rows pairs with its second half) to interleaved pairs (rows 2i, 2i+1). Any dtype.

@@ -1,4 +1,4 @@
-#include "kuiper/model/hf_config.h"
+#include "kuiper/checkpoint/formats/hf_config.h"
 
 #include <algorithm>
 #include <fstream>
