@@ -179,12 +179,11 @@ TEST_F(CudaKernels, CopyWithoutStreamSeesWorkQueuedOnOtherStreams) {
   const Tensor a = test::random_tensor({n}, rng_);
   const Tensor gpu_a = upload(a);
   Tensor out = poisoned_gpu({n});
-  cudaStream_t own_stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&own_stream, cudaStreamNonBlocking), cudaSuccess);
-  KUIPER_ASSERT_OK(gpu_.add(gpu_a, gpu_a, out, own_stream));
+  // A context of its own: a non-blocking stream, which the default stream does not wait for.
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto own, op::ExecutionContext::create(DeviceType::kCUDA));
+  KUIPER_ASSERT_OK(gpu_.add(gpu_a, gpu_a, out, *own));
   const Tensor result = download(out);  // no stream, no explicit wait
-  EXPECT_EQ(cudaStreamSynchronize(own_stream), cudaSuccess);
-  EXPECT_EQ(cudaStreamDestroy(own_stream), cudaSuccess);
+  KUIPER_ASSERT_OK(synchronize(own->stream()));
   for (int64_t i = 0; i < n; i += 4099) {
     ASSERT_EQ(result.data<float>()[i], a.data<float>()[i] * 2) << "element " << i;
   }
@@ -306,7 +305,7 @@ TEST_F(CudaKernels, NormsAndSwigluRoundInto16BitOutputs) {
 // its input must still be read only once that kernel is done. Queued back to back on one
 // stream, a GEMV reading early would see the NaN poison instead of the norm's output.
 TEST_F(CudaKernels, GemvReadsWhatTheKernelBeforeItWrote) {
-  KUIPER_ASSERT_OK_AND_ASSIGN(Stream stream, create_stream(DeviceType::kCUDA));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto own, op::ExecutionContext::create(DeviceType::kCUDA));
   const int64_t dim = 4096;
   const Tensor in = test::random_tensor({1, dim}, rng_);
   const Tensor norm_weight = test::random_tensor({dim}, rng_, 0.5f, 1.5f);
@@ -323,12 +322,11 @@ TEST_F(CudaKernels, GemvReadsWhatTheKernelBeforeItWrote) {
                            w.group_size};
     const Tensor gpu_in = upload(in), gpu_norm_weight = upload(norm_weight);
     Tensor x = poisoned_gpu({1, dim}), out = poisoned_gpu({1, dim});
-    KUIPER_ASSERT_OK(gpu_.rmsnorm(gpu_in, gpu_norm_weight, 1e-5f, x, stream));
-    KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](x, gpu_w, out, stream));
-    KUIPER_ASSERT_OK(synchronize(stream));
+    KUIPER_ASSERT_OK(gpu_.rmsnorm(gpu_in, gpu_norm_weight, 1e-5f, x, *own));
+    KUIPER_ASSERT_OK(gpu_.matmul[at(dtype)](x, gpu_w, out, *own));
+    KUIPER_ASSERT_OK(synchronize(own->stream()));
     EXPECT_LT(error_vs(download(out), expected), 1e-5) << dtype_name(dtype);
   }
-  destroy_stream(stream);
 }
 
 TEST_F(CudaKernels, RmsNormMatchesCpuAlsoInPlace) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kuiper/base/cuda_utils.h"
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
 #include "kuiper/base/buffer.h"
@@ -65,9 +66,27 @@ Tensor random_gpu(DataType dtype, Shape shape, uint32_t seed) {
   return std::move(t).value();
 }
 
-// Median over `reps` batches of the time of one call (ms); `call(i)` runs call number i.
-double median_ms(const std::function<void(int)>& call, int batch, int reps = 9,
-                 cudaStream_t stream = nullptr) {
+// The context every timed kernel runs in, with scratch for the largest shape timed here.
+const op::ExecutionContext& ctx() {
+  static const op::ExecutionContext* context = [] {
+    op::ScratchPlan plan;
+    plan[op::ScratchUse::kGemmInput] = size_t{256} << 20;
+    plan[op::ScratchUse::kDequantizedWeight] = size_t{1} << 30;
+    plan[op::ScratchUse::kAttentionPartials] = size_t{64} << 20;
+    auto made = op::ExecutionContext::create(DeviceType::kCUDA, plan);
+    check(made.status(), "execution context");
+    return made->release();
+  }();
+  return *context;
+}
+
+// Median over `reps` batches of the time of one call (ms); `call(i)` runs call number i on the
+// context's stream.
+double median_ms(const std::function<void(int)>& call, int batch, int reps = 9) {
+  const cudaStream_t stream = as_cuda_stream(ctx().stream());
+  // Inputs were made on the default stream, which the context's non-blocking stream does not
+  // wait for.
+  check(cudaDeviceSynchronize(), "inputs");
   for (int i = 0; i < batch; ++i) call(i);  // warm-up
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "event");
@@ -91,22 +110,19 @@ double median_ms(const std::function<void(int)>& call, int batch, int reps = 9,
 
 // Time of one call when `calls` calls are captured in a CUDA graph and replayed: what a
 // captured decode step sees, without per-launch CPU overhead.
-double graph_median_us(const std::function<void(int, cudaStream_t)>& call, int calls) {
-  cudaStream_t stream;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  call(0, stream);  // first use outside the capture (one-time setup)
+double graph_median_us(const std::function<void(int)>& call, int calls) {
+  const cudaStream_t stream = as_cuda_stream(ctx().stream());
+  call(0);  // first use outside the capture (kernel attributes are set on first launch)
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
-  for (int i = 0; i < calls; ++i) call(i, stream);
+  for (int i = 0; i < calls; ++i) call(i);
   check(cudaStreamEndCapture(stream, &graph), "end capture");
   check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  const double ms =
-      median_ms([&](int) { check(cudaGraphLaunch(exec, stream), "replay"); }, 1, 9, stream);
+  const double ms = median_ms([&](int) { check(cudaGraphLaunch(exec, stream), "replay"); }, 1, 9);
   check(cudaStreamSynchronize(stream), "sync");
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
   return 1e3 * ms / calls;
 }
 
@@ -148,7 +164,7 @@ double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, cons
     const op::Weight& w = ws[i % ws.size()];
     a.w = w.values.raw_data();
     if (w.is_quantized()) a.scales = w.scales.data<float>();
-    check(launch(a, nullptr), "gemv");
+    check(launch(a, as_cuda_stream(ctx().stream())), "gemv");
   }, 60);
 }
 
@@ -249,8 +265,8 @@ int main(int argc, char** argv) {
                              std::to_string(s.rows) + "x" + std::to_string(s.cols);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
     if (s.dtype == DataType::kBF16) {
-      const double graph_us = graph_median_us([&](int i, cudaStream_t st) {
-        check(matmul(x, ws[i % ws.size()], y, st), "matmul in graph");
+      const double graph_us = graph_median_us([&](int i) {
+        check(matmul(x, ws[i % ws.size()], y, ctx()), "matmul in graph");
       }, 60);
       rows.push_back({name + " graph", graph_us, moved / (graph_us * 1e-6) / 1e9, 0});
     }
@@ -335,8 +351,8 @@ int main(int argc, char** argv) {
       const double us = 1e3 * median_ms([&](int i) {
         check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, ctx()), "attention");
       }, 50);
-      const double graph_us = graph_median_us([&](int i, cudaStream_t st) {
-        check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, st), "attention in graph");
+      const double graph_us = graph_median_us([&](int i) {
+        check(attention(q, ks[i % 3], vs[i % 3], pos, shape, out, ctx()), "attention in graph");
       }, 50);
       const double moved = 2.0 * length * kv_dim * 2;
       const std::string name = "attn decode bf16 kv" + std::to_string(kv_heads) + " len " +

@@ -3,15 +3,13 @@
 namespace kuiper {
 
 std::vector<MatrixSpec> matrix_specs(const LlamaConfig& c) {
-  const int64_t dim = c.dim, hidden = c.hidden_dim, q_dim = int64_t{c.n_heads} * c.head_dim(),
-                kv = c.kv_dim(), vocab = c.vocab_size;
+  const int64_t dim = c.dim, vocab = c.vocab_size;
   std::vector<MatrixSpec> out = {{"token_embedding", vocab, dim}};
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string prefix = "layers." + std::to_string(l) + ".";
-    for (MatrixSpec spec : {MatrixSpec{"wq", q_dim, dim}, {"wk", kv, dim}, {"wv", kv, dim},
-                            {"wo", dim, q_dim}, {"w1", hidden, dim}, {"w2", dim, hidden},
-                            {"w3", hidden, dim}}) {
-      out.push_back({prefix + spec.name, spec.rows, spec.cols});
+    for (const LayerMatrix& m : kLayerMatrices) {
+      const MatrixShape shape = layer_matrix_shape(c, m);
+      out.push_back({prefix + m.name, shape.rows, shape.cols});
     }
   }
   if (!c.shared_classifier) out.push_back({"classifier", vocab, dim});
@@ -23,11 +21,7 @@ std::vector<NamedMatrix> named_matrices(LlamaWeights& w, bool shared_classifier)
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const std::string prefix = "layers." + std::to_string(l) + ".";
     LlamaLayerWeights& layer = w.layers[l];
-    for (auto [name, weight] : {std::pair{"wq", &layer.wq}, {"wk", &layer.wk}, {"wv", &layer.wv},
-                                {"wo", &layer.wo}, {"w1", &layer.w1}, {"w2", &layer.w2},
-                                {"w3", &layer.w3}}) {
-      out.push_back({prefix + name, weight});
-    }
+    for (const LayerMatrix& m : kLayerMatrices) out.push_back({prefix + m.name, &(layer.*m.member)});
   }
   if (!shared_classifier) out.push_back({"classifier", &w.classifier});
   return out;

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "kuiper/model/llama_config.h"
 #include "kuiper/op/weight.h"
 #include "kuiper/tensor/tensor.h"
 
@@ -21,6 +22,24 @@ struct LlamaLayerWeights {
   op::Weight w2;          // down [dim, hidden_dim]
   op::Weight w3;          // up   [hidden_dim, dim]
 };
+
+// A layer's matrices in the order Meta's and llama2.c's files store them, with the names kuiper's
+// own format gives them: the one list that loaders, writers and converters walk.
+struct LayerMatrix {
+  const char* name;
+  op::Weight LlamaLayerWeights::*member;
+};
+inline constexpr LayerMatrix kLayerMatrices[] = {
+    {"wq", &LlamaLayerWeights::wq}, {"wk", &LlamaLayerWeights::wk}, {"wv", &LlamaLayerWeights::wv},
+    {"wo", &LlamaLayerWeights::wo}, {"w1", &LlamaLayerWeights::w1}, {"w2", &LlamaLayerWeights::w2},
+    {"w3", &LlamaLayerWeights::w3},
+};
+
+struct MatrixShape {
+  int64_t rows, cols;
+};
+// The shape of layer matrix `m` in a model of config `c`.
+MatrixShape layer_matrix_shape(const LlamaConfig& c, const LayerMatrix& m);
 
 struct LlamaWeights {
   op::Weight token_embedding;  // [vocab, dim]

@@ -5,25 +5,6 @@
 #include "kuiper/op/int8_weight.h"
 
 namespace kuiper {
-namespace {
-
-struct MatrixKind {
-  op::Weight LlamaLayerWeights::*member;
-  const char* name;
-  int64_t rows, cols;
-};
-
-// The per-layer matrices in file order with their shapes.
-std::vector<MatrixKind> layer_matrix_kinds(const LlamaConfig& c) {
-  const int64_t dim = c.dim, hidden = c.hidden_dim, q_dim = int64_t{c.n_heads} * c.head_dim(),
-                kv = c.kv_dim();
-  return {{&LlamaLayerWeights::wq, "wq", q_dim, dim}, {&LlamaLayerWeights::wk, "wk", kv, dim},
-          {&LlamaLayerWeights::wv, "wv", kv, dim},    {&LlamaLayerWeights::wo, "wo", dim, q_dim},
-          {&LlamaLayerWeights::w1, "w1", hidden, dim}, {&LlamaLayerWeights::w2, "w2", dim, hidden},
-          {&LlamaLayerWeights::w3, "w3", hidden, dim}};
-}
-
-}  // namespace
 
 StatusOr<LlamaConfig> read_int8_header_dims(FileCursor& cursor) {
   int32_t v[7];
@@ -51,8 +32,9 @@ size_t int8_matrix_bytes(int64_t numel, int group_size) {
 
 size_t int8_model_matrix_bytes(const LlamaConfig& c, int group_size, bool with_embedding) {
   size_t total = 0;
-  for (const MatrixKind& kind : layer_matrix_kinds(c)) {
-    total += int8_matrix_bytes(kind.rows * kind.cols, group_size) * c.n_layers;
+  for (const LayerMatrix& m : kLayerMatrices) {
+    const MatrixShape shape = layer_matrix_shape(c, m);
+    total += int8_matrix_bytes(shape.rows * shape.cols, group_size) * c.n_layers;
   }
   const size_t table = int8_matrix_bytes(int64_t{c.vocab_size} * c.dim, group_size);
   return total + (with_embedding ? table : 0) + (c.shared_classifier ? 0 : table);
@@ -74,11 +56,12 @@ StatusOr<op::Weight> take_int8_matrix(FileCursor& cursor, int64_t rows, int64_t 
 
 Status take_int8_layer_matrices(FileCursor& cursor, const LlamaConfig& c, int group_size,
                                 std::vector<LlamaLayerWeights>& layers) {
-  for (const MatrixKind& kind : layer_matrix_kinds(c)) {
+  for (const LayerMatrix& m : kLayerMatrices) {
+    const MatrixShape shape = layer_matrix_shape(c, m);
     for (size_t l = 0; l < layers.size(); ++l) {
-      KUIPER_ASSIGN_OR_RETURN(layers[l].*kind.member,
-                              take_int8_matrix(cursor, kind.rows, kind.cols, group_size,
-                                               "layer " + std::to_string(l) + " " + kind.name));
+      KUIPER_ASSIGN_OR_RETURN(layers[l].*m.member,
+                              take_int8_matrix(cursor, shape.rows, shape.cols, group_size,
+                                               "layer " + std::to_string(l) + " " + m.name));
     }
   }
   return ok_status();

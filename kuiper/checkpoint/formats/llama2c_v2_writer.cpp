@@ -62,9 +62,7 @@ Status save_llama2c_v2(const Checkpoint& checkpoint, const std::string& path) {
   KUIPER_RETURN_IF_ERROR(write_tensor(*out, ckpt.weights.final_norm));
   KUIPER_RETURN_IF_ERROR(write_tensor(*out, ckpt.weights.token_embedding.values));
   KUIPER_RETURN_IF_ERROR(write_tensor(*out, ckpt.weights.token_embedding.scales));
-  for (const auto member : {&LlamaLayerWeights::wq, &LlamaLayerWeights::wk, &LlamaLayerWeights::wv,
-                            &LlamaLayerWeights::wo, &LlamaLayerWeights::w1, &LlamaLayerWeights::w2,
-                            &LlamaLayerWeights::w3}) {
+  for (const auto& [name, member] : kLayerMatrices) {
     for (const LlamaLayerWeights& l : ckpt.weights.layers) {
       KUIPER_RETURN_IF_ERROR(write_tensor(*out, (l.*member).values));
       KUIPER_RETURN_IF_ERROR(write_tensor(*out, (l.*member).scales));

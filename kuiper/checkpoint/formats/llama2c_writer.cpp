@@ -19,9 +19,7 @@ Status write_fp32(PartialFile& out, const Tensor& t) {
 Status write_body(PartialFile& out, const Checkpoint& ckpt) {
   const LlamaConfig& c = ckpt.config;
   const LlamaWeights& w = ckpt.weights;
-  for (const auto& member : {&LlamaLayerWeights::wq, &LlamaLayerWeights::wk, &LlamaLayerWeights::wv,
-                             &LlamaLayerWeights::wo, &LlamaLayerWeights::w1, &LlamaLayerWeights::w2,
-                             &LlamaLayerWeights::w3}) {
+  for (const auto& [name, member] : kLayerMatrices) {
     for (const LlamaLayerWeights& l : w.layers) {
       if ((l.*member).is_quantized()) return unsupported("llama2.c v1 files hold float weights, not int8");
     }
@@ -33,9 +31,7 @@ Status write_body(PartialFile& out, const Checkpoint& ckpt) {
   for (const LlamaLayerWeights& l : w.layers) KUIPER_RETURN_IF_ERROR(write_fp32(out, l.ffn_norm));
   KUIPER_RETURN_IF_ERROR(write_fp32(out, w.final_norm));
   KUIPER_RETURN_IF_ERROR(write_fp32(out, w.token_embedding.values));
-  for (const auto& member : {&LlamaLayerWeights::wq, &LlamaLayerWeights::wk, &LlamaLayerWeights::wv,
-                             &LlamaLayerWeights::wo, &LlamaLayerWeights::w1, &LlamaLayerWeights::w2,
-                             &LlamaLayerWeights::w3}) {
+  for (const auto& [name, member] : kLayerMatrices) {
     for (const LlamaLayerWeights& l : w.layers) KUIPER_RETURN_IF_ERROR(write_fp32(out, (l.*member).values));
   }
   if (!c.shared_classifier) KUIPER_RETURN_IF_ERROR(write_fp32(out, w.classifier.values));
