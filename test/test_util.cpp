@@ -40,7 +40,8 @@ const op::ExecutionContext& kernel_context(DeviceType device) {
       plan[op::ScratchUse::kDequantizedWeight] = size_t{1} << 30;
       plan[op::ScratchUse::kAttentionPartials] = size_t{64} << 20;
     }
-    auto made = op::ExecutionContext::create(device, plan);
+    // The default stream: the tests' copies and allocations are made without one.
+    auto made = op::ExecutionContext::create(device, plan, op::ExecutionContext::StreamChoice::kDefault);
     CHECK(made.ok()) << made.status().to_string();
     ctx = made->release();
   }

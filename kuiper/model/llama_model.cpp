@@ -47,10 +47,6 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const LlamaConfig& conf
 Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, const ModelOptions& options) {
   config_ = config;
   KUIPER_RETURN_IF_ERROR(config_.validate());
-  if (weights.layers.size() != static_cast<size_t>(config_.n_layers)) {
-    return invalid_argument("the weights have " + std::to_string(weights.layers.size()) +
-                            " layers, the config " + std::to_string(config_.n_layers));
-  }
   device_ = options.device;
   if (device_ == DeviceType::kCUDA && !cuda_available()) return unsupported(cuda_unavailable_reason());
 
@@ -95,6 +91,10 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
 }
 
 Status LlamaModel::place_weights(const LlamaWeights& w) {
+  if (w.layers.size() != static_cast<size_t>(config_.n_layers)) {
+    return invalid_argument("the weights have " + std::to_string(w.layers.size()) +
+                            " layers, the config " + std::to_string(config_.n_layers));
+  }
   Allocator& alloc = ctx_->allocator();
   const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
     KUIPER_ASSIGN_OR_RETURN(op::Weight placed, convert_weight(weight, weight_dtype_, alloc));

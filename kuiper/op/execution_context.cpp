@@ -14,12 +14,16 @@ const char* scratch_use_name(ScratchUse use) {
   return "unknown";
 }
 
-StatusOr<std::unique_ptr<ExecutionContext>> ExecutionContext::create(DeviceType device, const ScratchPlan& plan) {
+StatusOr<std::unique_ptr<ExecutionContext>> ExecutionContext::create(DeviceType device, const ScratchPlan& plan,
+                                                                     StreamChoice stream) {
   std::unique_ptr<ExecutionContext> ctx(new ExecutionContext());
   ctx->device_ = device;
   ctx->plan_ = plan;
   KUIPER_ASSIGN_OR_RETURN(ctx->allocator_, allocator_for(device));
-  KUIPER_ASSIGN_OR_RETURN(ctx->stream_, create_stream(device));
+  if (stream == StreamChoice::kOwn) {
+    KUIPER_ASSIGN_OR_RETURN(ctx->stream_, create_stream(device));
+    ctx->owns_stream_ = ctx->stream_ != nullptr;  // the CPU has none
+  }
   for (int i = 0; i < static_cast<int>(ScratchUse::kCount); ++i) {
     if (plan.bytes[i] == 0) continue;
     KUIPER_ASSIGN_OR_RETURN(ctx->scratch_[i], ctx->allocator_->allocate(plan.bytes[i]));
@@ -32,12 +36,12 @@ StatusOr<std::unique_ptr<ExecutionContext>> ExecutionContext::create(DeviceType 
 
 ExecutionContext::~ExecutionContext() {
   // Work still queued may use the scratch: it finishes before the memory goes back.
-  if (stream_ != nullptr) (void)synchronize(stream_);
+  if (device_ == DeviceType::kCUDA) (void)synchronize(stream_);
   backend_.reset();
   for (int i = 0; i < static_cast<int>(ScratchUse::kCount); ++i) {
     if (scratch_[i] != nullptr) allocator_->release(scratch_[i], plan_.bytes[i]);
   }
-  if (stream_ != nullptr) destroy_stream(stream_);
+  if (owns_stream_) destroy_stream(stream_);
 }
 
 StatusOr<void*> ExecutionContext::scratch(ScratchUse use, size_t bytes) const {

@@ -41,8 +41,14 @@ class BackendState {
 
 class ExecutionContext {
  public:
-  // A context on `device` with its own stream (none on the CPU) and the scratch of `plan`.
-  static StatusOr<std::unique_ptr<ExecutionContext>> create(DeviceType device, const ScratchPlan& plan = {});
+  enum class StreamChoice {
+    kOwn,      // a stream of its own (none on the CPU): work can be recorded as a CUDA graph
+    kDefault,  // the device's default stream, ordered with every copy and allocation made
+               // without a stream: for callers that queue work outside the context (tests)
+  };
+  // A context on `device` with the scratch of `plan`.
+  static StatusOr<std::unique_ptr<ExecutionContext>> create(DeviceType device, const ScratchPlan& plan = {},
+                                                            StreamChoice stream = StreamChoice::kOwn);
   ~ExecutionContext();
   ExecutionContext(const ExecutionContext&) = delete;
   ExecutionContext& operator=(const ExecutionContext&) = delete;
@@ -60,6 +66,7 @@ class ExecutionContext {
 
   DeviceType device_ = DeviceType::kCPU;
   Stream stream_ = nullptr;
+  bool owns_stream_ = false;
   Allocator* allocator_ = nullptr;
   ScratchPlan plan_;
   void* scratch_[static_cast<int>(ScratchUse::kCount)] = {};
