@@ -135,7 +135,7 @@ TEST_F(CudaModel, RefusesAModelThatCannotFit) {
   c.dim = 8192; c.hidden_dim = 28672; c.n_layers = 200; c.n_heads = 64; c.n_kv_heads = 8;
   c.vocab_size = 128256; c.max_seq_len = 1 << 20;
   // Only the config matters: the check runs before any weight is touched.
-  Checkpoint ckpt{c, {}, "test", "<none>"};
+  Checkpoint ckpt{c, {}, "test", "<none>", {}};
   ckpt.weights.layers.resize(1);
   std::mt19937 rng(1);
   ckpt.weights.layers[0].wq.values = test::random_tensor({1, 1}, rng);
@@ -156,6 +156,32 @@ TEST_F(CudaModel, TwoModelsInterleavedEqualEachAlone) {
     options.weight_dtype = dtype;
     const test::TwoModelsResult r = test::run_two_models_interleaved(options, 24);
     EXPECT_EQ(r.worst_difference, 0.0) << dtype_name(dtype) << ", after " << r.steps << " steps";
+  }
+}
+
+// The families' extras (projection biases, per-head norms, own head width) run as separate
+// kernels on the GPU too: CUDA against the CPU model on the HF fixtures.
+TEST_F(CudaModel, FamiliesMatchCpu) {
+  for (const char* dir : {"test/data/hf/qwen2_tiny", "test/data/hf/qwen3_tiny", "test/data/hf/llama_bias_tiny"}) {
+    auto ckpt = load_checkpoint(test::source_path(dir));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 40; ++i) ids.push_back((i * 29 + 3) % ckpt->config.vocab_size);
+    const Tensor cpu = make_model(*ckpt, DeviceType::kCPU, DataType::kFP32)->forward_all(ids, 0).value();
+    for (auto [dtype, bound] : {std::pair{DataType::kFP32, 1e-4}, {DataType::kBF16, 2e-2}}) {
+      const Tensor gpu = make_model(*ckpt, DeviceType::kCUDA, dtype)->forward_all(ids, 0).value();
+      const double error = relative_error(gpu.data<float>(), cpu.data<float>(), cpu.numel());
+      std::printf("%s %s: relative logit error CUDA vs CPU %.3g (bound %g)\n", dir, dtype_name(dtype), error, bound);
+      EXPECT_LT(error, bound) << dir << " " << dtype_name(dtype);
+    }
+    // Decode, recorded as a CUDA graph, token by token.
+    const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 8), forced(ids.begin() + 8, ids.begin() + 24);
+    auto cpu_model = make_model(*ckpt, DeviceType::kCPU, DataType::kFP32);
+    auto gpu_model = make_model(*ckpt, DeviceType::kCUDA, DataType::kFP32);
+    const auto want = run(*cpu_model, prompt, forced), got = run(*gpu_model, prompt, forced);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_LT(relative_error(got[i].data(), want[i].data(), want[i].size()), 1e-4) << dir << " decode step " << i;
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 #include "kuiper/base/half.h"
 #include "kuiper/checkpoint/formats/hf_safetensors.h"
 #include "kuiper/checkpoint/formats/hf_config.h"
+#include "kuiper/checkpoint/formats/kuiper_format.h"
 #include "kuiper/checkpoint/formats/llama2c_writer.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/checkpoint/formats/safetensors.h"
@@ -62,15 +63,17 @@ Reference load_reference(const std::string& model_dir) {
   return ref;
 }
 
-// Largest per-position ‖kuiper − transformers‖ / ‖transformers‖ over all positions.
-double max_logit_error(const Checkpoint& ckpt, const Reference& ref) {
+// Largest per-position ‖kuiper − reference‖ / ‖reference‖ over the first `positions` positions
+// (all of them by default).
+double max_logit_error(const Checkpoint& ckpt, const Reference& ref, size_t positions = 0) {
+  if (positions == 0) positions = ref.tokens.size();
   auto model = LlamaModel::create(ckpt.config, ckpt.weights, {});
   CHECK(model.ok()) << model.status().to_string();
-  auto all = (*model)->forward_all(ref.tokens, 0);
+  auto all = (*model)->forward_all(std::span(ref.tokens).first(positions), 0);
   CHECK(all.ok()) << all.status().to_string();
-  CHECK_EQ(all->dim(0), static_cast<int64_t>(ref.logits.size()));
+  CHECK_EQ(all->dim(0), static_cast<int64_t>(positions));
   double worst = 0;
-  for (size_t i = 0; i < ref.logits.size(); ++i) {
+  for (size_t i = 0; i < positions; ++i) {
     const float* row = all->data<float>() + i * all->dim(1);
     worst = std::max(worst, relative_error(row, ref.logits[i].data(), ref.logits[i].size()));
   }
@@ -172,6 +175,89 @@ TEST(HfCheckpoint, Llama3LikeMatchesTransformers) {
               ref.tokens.size());
   EXPECT_LT(error, 1e-4);
   EXPECT_EQ(greedy_tokens(ckpt, ref.prompt, ref.greedy.size()), ref.greedy);
+}
+
+// ---- the other families, against the float64 NumPy forward pass (scripts/reference_forward.py,
+// written from transformers' modeling code; it matches transformers 5.17 on these fixtures to
+// 7e-7, checked on the GPU machine with scripts/make_family_fixtures.py --check-transformers).
+
+void expect_matches_reference(const std::string& dir, const std::string& summary, size_t positions = 0,
+                              size_t greedy = 0) {
+  const Reference ref = load_reference(dir);
+  const Checkpoint ckpt = load_or_die(test::source_path(dir));
+  EXPECT_EQ(ckpt.config.summary(), summary);
+  const double error = max_logit_error(ckpt, ref, positions);
+  std::printf("%s: max relative logit error vs the float64 reference %.3g\n", dir.c_str(), error);
+  EXPECT_LT(error, 1e-4);
+  if (greedy == 0) greedy = ref.greedy.size();
+  EXPECT_EQ(greedy_tokens(ckpt, ref.prompt, greedy), std::vector<int32_t>(ref.greedy.begin(), ref.greedy.begin() + greedy));
+}
+
+TEST(HfFamilies, Qwen2BiasesAndTiedClassifier) {
+  expect_matches_reference("test/data/hf/qwen2_tiny", "dim 64, hidden 160, 2 layers, 4 heads (2 kv), vocab 288, seq 256");
+  const Checkpoint ckpt = load_or_die(test::source_path("test/data/hf/qwen2_tiny"));
+  EXPECT_TRUE(ckpt.config.qkv_bias);
+  EXPECT_FALSE(ckpt.config.output_bias);
+  EXPECT_EQ(ckpt.config.rope_theta, 1e6f);
+}
+
+TEST(HfFamilies, Qwen3HeadNormsAndOwnHeadWidth) {
+  expect_matches_reference("test/data/hf/qwen3_tiny", "dim 96, hidden 192, 2 layers, 6 heads (2 kv), vocab 300, seq 256");
+  const Checkpoint ckpt = load_or_die(test::source_path("test/data/hf/qwen3_tiny"));
+  EXPECT_TRUE(ckpt.config.qk_norm);
+  EXPECT_EQ(ckpt.config.head_dim(), 24);
+}
+
+TEST(HfFamilies, LlamaWithAttentionAndMlpBiases) {
+  expect_matches_reference("test/data/hf/llama_bias_tiny", "dim 64, hidden 128, 2 layers, 4 heads (4 kv), vocab 260, seq 128");
+}
+
+TEST(HfFamilies, MistralWithinItsSlidingWindow) {
+  // Window 20: the first 20 positions attend as without a window; greedy decoding from the
+  // 16-token prompt stays inside it for 4 tokens. A longer context is refused, not run wrong.
+  expect_matches_reference("test/data/hf/mistral_tiny", "dim 64, hidden 176, 2 layers, 4 heads (2 kv), vocab 320, seq 256",
+                           20, 4);
+  const Checkpoint ckpt = load_or_die(test::source_path("test/data/hf/mistral_tiny"));
+  EXPECT_EQ(ckpt.config.sliding_window, 20);
+  ModelOptions options;
+  options.context = 48;
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("sliding window of 20"), std::string::npos) << model.status().to_string();
+}
+
+TEST(HfFamilies, TensorsTheModelDoesNotUseAreNamed) {
+  // A Qwen2 directory relabelled LlamaForCausalLM loads as LLaMA without biases: the biases it
+  // leaves unread are reported, not dropped in silence.
+  const std::string dir = test::scratch_dir("relabelled") + "/qwen2";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"model.safetensors", "config.json"}) {
+    std::filesystem::copy_file(test::source_path(std::string("test/data/hf/qwen2_tiny/") + f), dir + "/" + f);
+  }
+  json config = read_json(dir + "/config.json");
+  config["architectures"] = {"LlamaForCausalLM"};
+  config["model_type"] = "llama";
+  write_json(dir + "/config.json", config);
+  const Checkpoint ckpt = load_or_die(dir);
+  EXPECT_FALSE(ckpt.config.qkv_bias);
+  ASSERT_EQ(ckpt.ignored_tensors.size(), 6u);  // q, k, v biases of 2 layers
+  EXPECT_EQ(ckpt.ignored_tensors.front(), "model.layers.0.self_attn.k_proj.bias");
+  EXPECT_TRUE(load_or_die(test::source_path("test/data/hf/qwen2_tiny")).ignored_tensors.empty());
+}
+
+TEST(HfFamilies, FamiliesRoundTripThroughKuiperFormat) {
+  // The switches and their tensors survive an export to kuiper's own format.
+  for (const char* dir : {"test/data/hf/qwen2_tiny", "test/data/hf/qwen3_tiny", "test/data/hf/llama_bias_tiny"}) {
+    const Checkpoint hf = load_or_die(test::source_path(dir));
+    const std::string path = test::scratch_dir("family_export") + "/model.kuiper";
+    ASSERT_TRUE(save_kuiper(hf, path).ok()) << dir;
+    const Checkpoint back = load_or_die(path);
+    EXPECT_EQ(back.config.qkv_bias, hf.config.qkv_bias) << dir;
+    EXPECT_EQ(back.config.qk_norm, hf.config.qk_norm) << dir;
+    EXPECT_EQ(back.config.head_size, hf.config.head_size) << dir;
+    const Reference ref = load_reference(dir);
+    EXPECT_EQ(last_logits(back, ref.tokens), last_logits(hf, ref.tokens)) << dir;
+  }
 }
 
 TEST(HfCheckpoint, ShardedEqualsSingleFile) {
@@ -431,16 +517,28 @@ TEST(HfCheckpointErrors, BadConfigs) {
   };
   bad_config("heads", [](json& c) { c["num_attention_heads"] = 5; c.erase("head_dim"); }, "divisible");
   bad_config("kv_heads", [](json& c) { c["num_key_value_heads"] = 3; }, "kv heads");
-  bad_config("head_dim", [](json& c) { c["head_dim"] = 32; }, "head_dim 32 is not hidden_size / num_attention_heads");
+  // A head width of its own (Qwen3's layout) is read, and then the weights must have its shapes.
+  bad_config("head_dim", [](json& c) { c["head_dim"] = 32; }, "has shape [128, 128] but config.json implies [256, 128]");
   bad_config("hidden_vs_weights", [](json& c) { c["intermediate_size"] = 190; },
              "has shape [192, 128] but config.json implies [190, 128]");
   bad_config("missing_dim", [](json& c) { c.erase("hidden_size"); }, "missing hidden_size");
   bad_config("float_dim", [](json& c) { c["num_hidden_layers"] = 2.5; }, "num_hidden_layers is not a 32-bit integer");
   bad_config("yarn", [](json& c) { c["rope_parameters"]["rope_type"] = "yarn"; }, "rope type 'yarn' is not supported");
   bad_config("llama3_no_factor", [](json& c) { c["rope_parameters"].erase("factor"); }, "missing factor");
-  bad_config("mistral", [](json& c) { c["model_type"] = "mistral"; c.erase("architectures"); }, "model_type 'mistral'");
-  bad_config("bias", [](json& c) { c["attention_bias"] = true; }, "attention_bias");
+  bad_config("gemma_type", [](json& c) { c["model_type"] = "gemma"; c.erase("architectures"); },
+             "neither model_type nor architectures names a model kuiper runs");
+  bad_config("gemma_arch", [](json& c) { c["architectures"] = {"GemmaForCausalLM"}; }, "is not one kuiper runs");
+  bad_config("type_vs_arch", [](json& c) { c["model_type"] = "qwen2"; }, "does not match LlamaForCausalLM");
+  bad_config("qwen_window", [](json& c) { c["architectures"] = {"Qwen2ForCausalLM"}; c.erase("model_type");
+                                          c["use_sliding_window"] = true; }, "use_sliding_window");
   bad_config("not_json", [](json& c) { c = "just a string"; }, "not a JSON object");
+
+  // A switch whose tensors the files lack: the error names the first missing one.
+  const std::string dir = copy_model(kLlama3, "config_bias");
+  json config = read_json(dir + "/config.json");
+  config["attention_bias"] = true;
+  write_json(dir + "/config.json", config);
+  expect_refused(dir, "tensor 'model.layers.0.self_attn.q_proj.bias' is missing");
 }
 
 }  // namespace

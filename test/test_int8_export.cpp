@@ -66,7 +66,7 @@ void expect_identical(Checkpoint& a, Checkpoint& b) {
       EXPECT_TRUE(same_bytes(ma[i].weight->scales, mb[i].weight->scales));
     }
   }
-  auto na = named_norms(a.weights), nb = named_norms(b.weights);
+  auto na = named_norms(a.weights, a.config), nb = named_norms(b.weights, b.config);
   for (size_t i = 0; i < na.size(); ++i) EXPECT_TRUE(same_bytes(*na[i].tensor, *nb[i].tensor)) << na[i].name;
 }
 
@@ -145,7 +145,7 @@ class DamagedKuiperFile : public testing::Test {
       tensors.emplace_back(m.name + ".weight", m.weight->values);
       tensors.emplace_back(m.name + ".scales", m.weight->scales);
     }
-    for (const NamedVector& n : named_norms(q_.weights)) tensors.emplace_back(n.name + ".weight", *n.tensor);
+    for (const NamedVector& n : named_norms(q_.weights, q_.config)) tensors.emplace_back(n.name + ".weight", *n.tensor);
     std::map<std::string, std::string> meta = {
         {"format", "kuiper"}, {"format_version", "1"}, {"weights", "int8"},
         {"quantization", "int8-symmetric-grouped"}, {"group_size", "32"}};

@@ -65,7 +65,7 @@ void expect_identical(Checkpoint& a, Checkpoint& b) {
     EXPECT_TRUE(same_bytes(ma[i].weight->scales, mb[i].weight->scales));
     EXPECT_EQ(ma[i].weight->group_size, mb[i].weight->group_size);
   }
-  auto na = named_norms(a.weights), nb = named_norms(b.weights);
+  auto na = named_norms(a.weights, a.config), nb = named_norms(b.weights, b.config);
   for (size_t i = 0; i < na.size(); ++i) EXPECT_TRUE(same_bytes(*na[i].tensor, *nb[i].tensor)) << na[i].name;
 }
 

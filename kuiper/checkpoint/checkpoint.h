@@ -22,6 +22,9 @@ struct Checkpoint {
   LlamaWeights weights;  // host tensors
   std::string format;    // human-readable, e.g. "llama2.c v1 (fp32)"
   std::string path;
+  // Tensors the file holds that the model does not use (a loader warns about each): a part of
+  // the network kuiper does not run would otherwise be dropped silently.
+  std::vector<std::string> ignored_tensors;
 };
 
 // A file format kuiper reads. `detect` looks only at the bytes (cheap, no side effects).

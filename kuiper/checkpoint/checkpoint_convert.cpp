@@ -76,7 +76,7 @@ StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const Weig
     if (progress) progress({matrices[i].name, static_cast<int>(i) + 1, static_cast<int>(matrices.size()), error});
   }
   if (shared) out.weights.classifier = out.weights.token_embedding;
-  for (const NamedVector& norm : named_norms(out.weights)) {
+  for (const NamedVector& norm : named_norms(out.weights, out.config)) {
     KUIPER_ASSIGN_OR_RETURN(*norm.tensor, place_fp32(*norm.tensor, cpu_allocator()));
   }
   out.format = checkpoint.format + " as " + weight_format_name(format);

@@ -1,5 +1,7 @@
 #include "kuiper/checkpoint/checkpoint_tensors.h"
 
+#include <tuple>
+
 namespace kuiper {
 
 std::vector<MatrixSpec> matrix_specs(const LlamaConfig& c) {
@@ -27,14 +29,23 @@ std::vector<NamedMatrix> named_matrices(LlamaWeights& w, bool shared_classifier)
   return out;
 }
 
-std::vector<NamedVector> named_norms(LlamaWeights& w) {
+std::vector<NamedVector> named_norms(LlamaWeights& w, const LlamaConfig& c) {
+  const int64_t dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv = c.kv_dim(), head = c.head_dim();
   std::vector<NamedVector> out;
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const std::string prefix = "layers." + std::to_string(l) + ".";
-    out.push_back({prefix + "attention_norm", &w.layers[l].attention_norm});
-    out.push_back({prefix + "ffn_norm", &w.layers[l].ffn_norm});
+    LlamaLayerWeights& layer = w.layers[l];
+    const auto add_if = [&](bool present, std::initializer_list<std::tuple<const char*, Tensor*, int64_t>> vectors) {
+      if (!present) return;
+      for (auto [name, tensor, length] : vectors) out.push_back({prefix + name, tensor, length});
+    };
+    add_if(true, {{"attention_norm", &layer.attention_norm, dim}, {"ffn_norm", &layer.ffn_norm, dim}});
+    add_if(c.qkv_bias, {{"bq", &layer.bq, q_dim}, {"bk", &layer.bk, kv}, {"bv", &layer.bv, kv}});
+    add_if(c.output_bias, {{"bo", &layer.bo, dim}});
+    add_if(c.mlp_bias, {{"b1", &layer.b1, hidden}, {"b2", &layer.b2, dim}, {"b3", &layer.b3, hidden}});
+    add_if(c.qk_norm, {{"q_norm", &layer.q_norm, head}, {"k_norm", &layer.k_norm, head}});
   }
-  out.push_back({"final_norm", &w.final_norm});
+  out.push_back({"final_norm", &w.final_norm, dim});
   return out;
 }
 

@@ -20,6 +20,7 @@ struct NamedMatrix {
 struct NamedVector {
   std::string name;
   Tensor* tensor;
+  int64_t length;  // elements the config gives it
 };
 
 struct MatrixSpec {
@@ -34,7 +35,8 @@ std::vector<MatrixSpec> matrix_specs(const LlamaConfig& c);
 // unless it is shared (then it is the embedding and is not listed again).
 std::vector<NamedMatrix> named_matrices(LlamaWeights& weights, bool shared_classifier);
 
-// The fp32 norm vectors: each layer's attention and ffn norms, then the final norm.
-std::vector<NamedVector> named_norms(LlamaWeights& weights);
+// The fp32 vectors: each layer's attention and ffn norms (and, where config `c` has them, its
+// projection biases and per-head q/k norms), then the final norm.
+std::vector<NamedVector> named_norms(LlamaWeights& weights, const LlamaConfig& c);
 
 }  // namespace kuiper

@@ -60,7 +60,7 @@ StatusOr<Checkpoint> make_random_checkpoint(const LlamaConfig& config, uint64_t 
     return invalid_argument("random checkpoints are fp32, fp16 or bf16");
   }
   RandomFiller fill(seed, dtype);
-  Checkpoint ckpt{config, {}, "random (" + std::string(dtype_name(dtype)) + ")", "<random>"};
+  Checkpoint ckpt{config, {}, "random (" + std::string(dtype_name(dtype)) + ")", "<random>", {}};
   LlamaWeights& w = ckpt.weights;
   const int64_t dim = config.dim, q_dim = int64_t{config.n_heads} * config.head_dim(),
                 kv = config.kv_dim(), hidden = config.hidden_dim;

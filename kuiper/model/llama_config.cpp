@@ -12,8 +12,10 @@ Status LlamaConfig::validate() const {
       vocab_size <= 0 || max_seq_len <= 0) {
     return bad("dimensions must be positive (" + summary() + ")");
   }
-  if (dim % n_heads != 0) return bad("dim " + std::to_string(dim) + " is not divisible by " +
-                                     std::to_string(n_heads) + " heads");
+  if (head_size < 0 || head_size > 1024 || sliding_window < 0) return bad("implausible head size or sliding window");
+  if (head_size == 0 && dim % n_heads != 0) {
+    return bad("dim " + std::to_string(dim) + " is not divisible by " + std::to_string(n_heads) + " heads");
+  }
   if (n_heads % n_kv_heads != 0) {
     return bad(std::to_string(n_heads) + " heads are not a multiple of " +
                std::to_string(n_kv_heads) + " kv heads");

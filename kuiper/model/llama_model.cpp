@@ -51,11 +51,19 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   if (device_ == DeviceType::kCUDA && !cuda_available()) return unsupported(cuda_unavailable_reason());
 
   if (options.context < 0) return invalid_argument("context length must be positive");
-  context_ = options.context == 0 ? std::min(config_.max_seq_len, ModelOptions::kDefaultContext)
-                                  : options.context;
+  // By default at most kDefaultContext positions, and no more than a sliding window spans.
+  int default_context = std::min(config_.max_seq_len, ModelOptions::kDefaultContext);
+  if (config_.sliding_window > 0) default_context = std::min(default_context, config_.sliding_window);
+  context_ = options.context == 0 ? default_context : options.context;
   if (context_ > config_.max_seq_len) {
     return invalid_argument("context " + std::to_string(context_) + " exceeds the model's maximum of " +
                             std::to_string(config_.max_seq_len) + " positions");
+  }
+  if (config_.sliding_window > 0 && context_ > config_.sliding_window) {
+    // Within the window every position sees all earlier ones, as without a window.
+    return unsupported("this model attends over a sliding window of " + std::to_string(config_.sliding_window) +
+                       " positions, which kuiper does not implement yet; use a context of at most " +
+                       std::to_string(config_.sliding_window) + " (-c " + std::to_string(config_.sliding_window) + ")");
   }
   if (options.max_batch <= 0) return invalid_argument("max_batch must be positive");
   max_batch_ = std::min(options.max_batch, context_);
@@ -75,7 +83,10 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   // a copy, which the GPU needs anyway. The CPU table has none, so its fp32 weights stay
   // zero-copy views of the mapped file.
   const op::KernelTable& table = op::kernel_table(device_);
-  fused_ = table.decode_gemv[static_cast<int>(weight_dtype_)] != nullptr && table.rope_kv_store != nullptr;
+  // The fused kernels have no place for biases or per-head norms: such models run the kernels
+  // one by one.
+  fused_ = table.decode_gemv[static_cast<int>(weight_dtype_)] != nullptr && table.rope_kv_store != nullptr &&
+           !config_.has_biases_or_head_norms();
   matmul_input_dtype_ = table.matmul_input[static_cast<int>(weight_dtype_)];
 
   if (device_ == DeviceType::kCUDA) {
@@ -139,6 +150,17 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
     }
     KUIPER_ASSIGN_OR_RETURN(dst.wo, matmul(prefix + "wo", src.wo));
     KUIPER_ASSIGN_OR_RETURN(dst.w2, matmul(prefix + "w2", src.w2));
+    const auto vector = [&](const Tensor& v) -> StatusOr<Tensor> {
+      return v.is_empty() ? StatusOr<Tensor>(Tensor()) : place_fp32(v, alloc);
+    };
+    for (auto [to, from] : {std::pair{&dst.bq, &src.bq}, {&dst.bk, &src.bk}, {&dst.bv, &src.bv}, {&dst.bo, &src.bo},
+                            {&dst.b1, &src.b1}, {&dst.b2, &src.b2}, {&dst.b3, &src.b3}}) {
+      KUIPER_ASSIGN_OR_RETURN(*to, vector(*from));
+    }
+    if (config_.qk_norm) {
+      KUIPER_ASSIGN_OR_RETURN(dst.q_norm, norm(src.q_norm));
+      KUIPER_ASSIGN_OR_RETURN(dst.k_norm, norm(src.k_norm));
+    }
   }
   KUIPER_ASSIGN_OR_RETURN(final_norm_, norm(w.final_norm));
   KUIPER_ASSIGN_OR_RETURN(classifier_, matmul("classifier", w.classifier));
@@ -313,9 +335,9 @@ Status LlamaModel::run_network(Activations& a, bool fused) {
 Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activations& a, bool fused) {
   KUIPER_RETURN_IF_ERROR(project_qkv(layer, a, fused));
   KUIPER_RETURN_IF_ERROR(attention_.attend(a.q, a.positions, layer.k_cache, layer.v_cache, a.attention, *ctx_));
-  KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, a.attention, layer.ffn_norm, a, fused));
+  KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, a.attention, layer.ffn_norm, a, fused));
   KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
-  return add_to_residual(layer.w2, fused ? a.swiglu : a.hidden, next_norm, a, fused);
+  return add_to_residual(layer.w2, layer.b2, fused ? a.swiglu : a.hidden, next_norm, a, fused);
 }
 
 namespace {
@@ -349,11 +371,25 @@ Status LlamaModel::project_qkv(Layer& layer, Activations& a, bool fused) {
   KUIPER_RETURN_IF_ERROR(layer.wq.forward(a.normed, a.q, ctx));
   KUIPER_RETURN_IF_ERROR(layer.wk.forward(a.normed, a.k, ctx));
   KUIPER_RETURN_IF_ERROR(layer.wv.forward(a.normed, a.v, ctx));
+  if (config_.qkv_bias) {
+    KUIPER_RETURN_IF_ERROR(op::add_bias(a.q, layer.bq, ctx));
+    KUIPER_RETURN_IF_ERROR(op::add_bias(a.k, layer.bk, ctx));
+    KUIPER_RETURN_IF_ERROR(op::add_bias(a.v, layer.bv, ctx));
+  }
+  if (config_.qk_norm) {
+    KUIPER_RETURN_IF_ERROR(norm_heads(layer.q_norm, a.q));
+    KUIPER_RETURN_IF_ERROR(norm_heads(layer.k_norm, a.k));
+  }
   KUIPER_RETURN_IF_ERROR(rope_.forward(a.q, a.k, a.positions, ctx));
   return attention_.store(a.k, a.v, a.positions, layer.k_cache, layer.v_cache, ctx);
 }
 
-Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& in, const op::RmsNorm& next,
+Status LlamaModel::norm_heads(const op::RmsNorm& norm, Tensor& x) {
+  KUIPER_ASSIGN_OR_RETURN(Tensor heads, x.reshape({x.numel() / config_.head_dim(), config_.head_dim()}));
+  return norm.forward(heads, heads, *ctx_);
+}
+
+Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, const Tensor& in, const op::RmsNorm& next,
                                    Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused) {
@@ -369,6 +405,7 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& in, const 
     return w.forward_decode(gemv, ctx);
   }
   KUIPER_RETURN_IF_ERROR(w.forward(in, a.delta, ctx));
+  if (!bias.is_empty()) KUIPER_RETURN_IF_ERROR(op::add_bias(a.delta, bias, ctx));
   return next.forward_residual(a.x, a.delta, a.normed, ctx);
 }
 
@@ -380,6 +417,10 @@ Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
   }
   KUIPER_RETURN_IF_ERROR(layer.w1.forward(a.normed, a.gate, ctx));
   KUIPER_RETURN_IF_ERROR(layer.w3.forward(a.normed, a.up, ctx));
+  if (config_.mlp_bias) {
+    KUIPER_RETURN_IF_ERROR(op::add_bias(a.gate, layer.b1, ctx));
+    KUIPER_RETURN_IF_ERROR(op::add_bias(a.up, layer.b3, ctx));
+  }
   return op::swiglu(a.gate, a.up, a.hidden, ctx);
 }
 

@@ -66,6 +66,9 @@ class LlamaModel {
     // roofline than three short ones, and its epilogue pairs q/k/v or gate/up rows; prefill
     // multiplies q|k|v in one GEMM); wq..w3 are then row views into the stacks.
     op::MatMul wqkv, w13;
+    // The family's extras (llama_config.h), on the device in fp32; empty where absent.
+    Tensor bq, bk, bv, bo, b1, b2, b3;
+    op::RmsNorm q_norm, k_norm;  // over each head of q and of k
     Tensor k_cache, v_cache;  // this layer's slice of the cache, [context, kv_dim]
   };
   // Activation buffers for a batch of rows (views into the full-size buffers). "Matmul input
@@ -114,8 +117,10 @@ class LlamaModel {
   // normed input → q (rotated) and this step's k, v in the layer's cache.
   Status project_qkv(Layer& layer, Activations& a, bool fused);
   // x += W · in, and the norm `next` of the new x made ready for the projections after it.
-  Status add_to_residual(const op::MatMul& w, const Tensor& in, const op::RmsNorm& next,
+  Status add_to_residual(const op::MatMul& w, const Tensor& bias, const Tensor& in, const op::RmsNorm& next,
                          Activations& a, bool fused);
+  // RMSNorm of each head_dim-wide head of x [rows, heads * head_dim], in place.
+  Status norm_heads(const op::RmsNorm& norm, Tensor& x);
   // normed input → silu(gate) * up, in `hidden` (or fp32 `swiglu` when fused).
   Status feed_forward(Layer& layer, Activations& a, bool fused);
   // The final norm's output of rows [first, first + count) → logits.

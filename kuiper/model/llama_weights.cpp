@@ -3,7 +3,7 @@
 namespace kuiper {
 
 MatrixShape layer_matrix_shape(const LlamaConfig& c, const LayerMatrix& m) {
-  const int64_t dim = c.dim, hidden = c.hidden_dim, q_dim = int64_t{c.n_heads} * c.head_dim(), kv = c.kv_dim();
+  const int64_t dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv = c.kv_dim();
   using W = LlamaLayerWeights;
   if (m.member == &W::wq) return {q_dim, dim};
   if (m.member == &W::wk || m.member == &W::wv) return {kv, dim};

@@ -21,6 +21,11 @@ struct LlamaLayerWeights {
   op::Weight w1;          // gate [hidden_dim, dim]
   op::Weight w2;          // down [dim, hidden_dim]
   op::Weight w3;          // up   [hidden_dim, dim]
+  // Present only where the config's switches say (llama_config.h), fp32, empty otherwise.
+  Tensor bq, bk, bv;      // q, k, v biases [n_heads * head_dim], [kv_dim], [kv_dim]
+  Tensor bo;              // output bias [dim]
+  Tensor b1, b2, b3;      // gate, down, up biases [hidden_dim], [dim], [hidden_dim]
+  Tensor q_norm, k_norm;  // per-head RMSNorm weights [head_dim]
 };
 
 // A layer's matrices in the order Meta's and llama2.c's files store them, with the names kuiper's

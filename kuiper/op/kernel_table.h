@@ -69,6 +69,10 @@ using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const
 // out = silu(gate) * up, elementwise. out may alias gate; its dtype as for RmsNorm.
 using SwigluKernel = Status (*)(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
 
+// x[t, :] += bias for every row t of x [T, n]; bias fp32 [n] (projection biases: Qwen2's q/k/v,
+// LLaMA's attention_bias and mlp_bias).
+using AddBiasKernel = Status (*)(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);
+
 // out = a + b, elementwise. out may alias a.
 using AddKernel = Status (*)(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 
@@ -143,6 +147,7 @@ struct KernelTable {
   AttentionKernel attention[kNumDataTypes] = {};  // by cache dtype
   SwigluKernel swiglu = nullptr;
   AddKernel add = nullptr;
+  AddBiasKernel add_bias = nullptr;
   ArgmaxKernel argmax = nullptr;
   // Optional, for stacked q/k/v and gate/up weights: where decode_gemv is null for the weight
   // dtype the model runs the unfused kernels above.

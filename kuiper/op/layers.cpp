@@ -88,6 +88,11 @@ Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext
   return kernel(a, b, out, ctx);
 }
 
+Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx) {
+  KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(x.device()).add_bias, "add_bias", x.device()));
+  return kernel(x, bias, ctx);
+}
+
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(out.device()).argmax, "argmax", out.device()));
   return kernel(logits, out, ctx);

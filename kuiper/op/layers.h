@@ -92,6 +92,8 @@ class Attention {
 
 // out = silu(gate) * up.
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
+// x[t, :] += bias.
+Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);
 // out = a + b.
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 // out[0] = argmax(logits).

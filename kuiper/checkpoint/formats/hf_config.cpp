@@ -77,27 +77,65 @@ class Fields {
   const std::string& source_;
 };
 
-Status check_architecture(const Fields& root, const std::string& source) {
+// The transformers architectures kuiper runs: each a LLaMA with some switches (llama_config.h).
+struct Family {
+  const char* architecture;
+  const char* model_type;
+};
+constexpr Family kFamilies[] = {
+    {"LlamaForCausalLM", "llama"},
+    {"MistralForCausalLM", "mistral"},
+    {"Qwen2ForCausalLM", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3"},
+};
+
+StatusOr<Family> check_architecture(const Fields& root, const std::string& source) {
   KUIPER_ASSIGN_OR_RETURN(std::string model_type, root.string_or("model_type", ""));
-  bool causal_lm = false;
+  const Family* found = nullptr;
   if (root.has("architectures")) {
     const json& list = root.at("architectures");
-    causal_lm = list.is_array() && std::find(list.begin(), list.end(), json("LlamaForCausalLM")) != list.end();
-    if (!causal_lm) {
-      return unsupported(source + ": architectures " + list.dump() + " is not LlamaForCausalLM");
+    for (const Family& f : kFamilies) {
+      if (list.is_array() && std::find(list.begin(), list.end(), json(f.architecture)) != list.end()) found = &f;
+    }
+    if (found == nullptr) {
+      return unsupported(source + ": architectures " + list.dump() +
+                         " is not one kuiper runs (LlamaForCausalLM, MistralForCausalLM, "
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM)");
+    }
+  } else {
+    for (const Family& f : kFamilies) {
+      if (model_type == f.model_type) found = &f;
+    }
+    if (found == nullptr) {
+      return invalid_format(source + ": neither model_type nor architectures names a model kuiper runs");
     }
   }
-  if (!model_type.empty() && model_type != "llama") {
-    return unsupported(source + ": model_type '" + model_type + "' is not supported (kuiper runs 'llama')");
-  }
-  if (model_type.empty() && !causal_lm) {
-    return invalid_format(source + ": neither model_type nor architectures says this is a LLaMA model");
+  if (!model_type.empty() && model_type != found->model_type) {
+    return unsupported(source + ": model_type '" + model_type + "' does not match " + found->architecture);
   }
   KUIPER_ASSIGN_OR_RETURN(std::string activation, root.string_or("hidden_act", "silu"));
   if (activation != "silu") return unsupported(source + ": hidden_act '" + activation + "' is not supported (silu only)");
-  for (const char* bias : {"attention_bias", "mlp_bias"}) {
-    KUIPER_ASSIGN_OR_RETURN(bool has_bias, root.boolean_or(bias, false));
-    if (has_bias) return unsupported(source + ": " + bias + " is true; kuiper's LLaMA has no biases");
+  return *found;
+}
+
+// What the family adds to LLaMA, as transformers' modeling code for it does.
+Status read_family_switches(const Fields& root, const Family& family, const std::string& source, LlamaConfig& c) {
+  const std::string arch = family.architecture;
+  KUIPER_ASSIGN_OR_RETURN(bool attention_bias, root.boolean_or("attention_bias", false));
+  if (arch == "LlamaForCausalLM") {
+    c.qkv_bias = c.output_bias = attention_bias;
+    KUIPER_ASSIGN_OR_RETURN(c.mlp_bias, root.boolean_or("mlp_bias", false));
+  } else if (arch == "Qwen2ForCausalLM") {
+    c.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without
+  } else if (arch == "Qwen3ForCausalLM") {
+    c.qkv_bias = attention_bias;
+    c.qk_norm = true;
+  }
+  if (arch == "MistralForCausalLM") {
+    KUIPER_ASSIGN_OR_RETURN(c.sliding_window, root.integer_or("sliding_window", 0));
+  } else if (arch != "LlamaForCausalLM") {
+    KUIPER_ASSIGN_OR_RETURN(bool windowed, root.boolean_or("use_sliding_window", false));
+    if (windowed) return unsupported(source + ": use_sliding_window (Qwen's windowed layers) is not supported");
   }
   return ok_status();
 }
@@ -136,7 +174,7 @@ Status read_rope(const json& root_json, const Fields& root, const std::string& s
   return ok_status();
 }
 
-Status read_dimensions(const Fields& root, const std::string& source, LlamaConfig& c) {
+Status read_dimensions(const Fields& root, LlamaConfig& c) {
   KUIPER_ASSIGN_OR_RETURN(c.dim, root.integer("hidden_size"));
   KUIPER_ASSIGN_OR_RETURN(c.hidden_dim, root.integer("intermediate_size"));
   KUIPER_ASSIGN_OR_RETURN(c.n_layers, root.integer("num_hidden_layers"));
@@ -149,10 +187,8 @@ Status read_dimensions(const Fields& root, const std::string& source, LlamaConfi
   KUIPER_ASSIGN_OR_RETURN(c.shared_classifier, root.boolean_or("tie_word_embeddings", false));
   if (root.has("head_dim") && c.n_heads > 0) {
     KUIPER_ASSIGN_OR_RETURN(int head_dim, root.integer("head_dim"));
-    if (static_cast<int64_t>(head_dim) * c.n_heads != c.dim) {
-      return unsupported(source + ": head_dim " + std::to_string(head_dim) + " is not hidden_size / num_attention_heads (" +
-                         std::to_string(c.dim) + " / " + std::to_string(c.n_heads) + "); kuiper needs them equal");
-    }
+    // Only a width that differs from hidden_size / heads is recorded (Qwen3, some Mistrals).
+    if (static_cast<int64_t>(head_dim) * c.n_heads != c.dim) c.head_size = head_dim;
   }
   return ok_status();
 }
@@ -168,10 +204,11 @@ StatusOr<LlamaConfig> parse_hf_llama_config(const std::string& json_text, const 
   }
   if (!root_json.is_object()) return invalid_format(source + ": not a JSON object");
   const Fields root(root_json, source);
-  KUIPER_RETURN_IF_ERROR(check_architecture(root, source));
+  KUIPER_ASSIGN_OR_RETURN(Family family, check_architecture(root, source));
 
   LlamaConfig c;
-  KUIPER_RETURN_IF_ERROR(read_dimensions(root, source, c));
+  KUIPER_RETURN_IF_ERROR(read_dimensions(root, c));
+  KUIPER_RETURN_IF_ERROR(read_family_switches(root, family, source, c));
   KUIPER_RETURN_IF_ERROR(read_rope(root_json, root, source, c));
   KUIPER_ASSIGN_OR_RETURN(std::vector<int32_t> bos, root.ids_or("bos_token_id", {1}));
   c.bos_id = bos.empty() ? -1 : bos.front();

@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
+#include <glog/logging.h>
 #include <nlohmann/json.hpp>
 
 #include "kuiper/checkpoint/formats/formats.h"
@@ -46,6 +48,7 @@ class WeightFiles {
 
   // `name` as a float tensor of exactly `shape` (the config's dimensions).
   StatusOr<Tensor> get(const std::string& name, const Shape& shape) const {
+    used_.insert(name);
     const auto it = location_.find(name);
     if (it == location_.end()) {
       return not_found(dir_ + ": tensor " + in_quotes(name) + " is missing from " + describe());
@@ -62,6 +65,16 @@ class WeightFiles {
     }
     return t;
   }
+
+  // Tensors the files hold that no get() asked for, in name order.
+  std::vector<std::string> unused() const {
+    std::vector<std::string> names;
+    for (const auto& [name, file] : location_) {
+      if (!used_.count(name)) names.push_back(name);
+    }
+    return names;
+  }
+  void mark_used(const std::string& name) const { used_.insert(name); }
 
   std::string describe() const {
     return files_.size() == 1 ? fs::path(files_.front().path()).filename().string()
@@ -121,6 +134,7 @@ class WeightFiles {
   std::string dir_;
   std::vector<SafetensorsFile> files_;
   std::map<std::string, size_t> location_;  // tensor name -> index into files_
+  mutable std::set<std::string> used_;
 };
 
 op::Weight float_weight(Tensor t) { return op::Weight{std::move(t), Tensor(), 0}; }
@@ -150,6 +164,38 @@ Status load_layer(const WeightFiles& files, const LlamaConfig& c, int l, LlamaLa
   KUIPER_ASSIGN_OR_RETURN(layer.w1, matrix("mlp.gate_proj.weight", hidden, dim));
   KUIPER_ASSIGN_OR_RETURN(layer.w2, matrix("mlp.down_proj.weight", dim, hidden));
   KUIPER_ASSIGN_OR_RETURN(layer.w3, matrix("mlp.up_proj.weight", hidden, dim));
+
+  // The switches' extra vectors, fp32. q and k ones follow their rows into the interleaved
+  // RoPE layout: a bias element, like a row, moves with its output; a per-head norm weight
+  // moves with the element of the head it scales.
+  const auto vector = [&](const std::string& name, int64_t n) -> StatusOr<Tensor> {
+    KUIPER_ASSIGN_OR_RETURN(Tensor t, files.get(p + name, {n}));
+    return place_fp32(t, cpu_allocator());
+  };
+  const auto rope_vector = [&](const std::string& name, int64_t n, int heads) -> StatusOr<Tensor> {
+    KUIPER_ASSIGN_OR_RETURN(Tensor t, files.get(p + name, {n}));
+    KUIPER_ASSIGN_OR_RETURN(Tensor column, t.reshape({n, 1}));
+    KUIPER_ASSIGN_OR_RETURN(Tensor interleaved, unpermute_rope_rows(column, heads));
+    KUIPER_ASSIGN_OR_RETURN(Tensor flat, interleaved.reshape({n}));
+    return place_fp32(flat, cpu_allocator());
+  };
+  if (c.qkv_bias) {
+    KUIPER_ASSIGN_OR_RETURN(layer.bq, rope_vector("self_attn.q_proj.bias", q_dim, c.n_heads));
+    KUIPER_ASSIGN_OR_RETURN(layer.bk, rope_vector("self_attn.k_proj.bias", kv, c.n_kv_heads));
+    KUIPER_ASSIGN_OR_RETURN(layer.bv, vector("self_attn.v_proj.bias", kv));
+  }
+  if (c.output_bias) {
+    KUIPER_ASSIGN_OR_RETURN(layer.bo, vector("self_attn.o_proj.bias", dim));
+  }
+  if (c.mlp_bias) {
+    KUIPER_ASSIGN_OR_RETURN(layer.b1, vector("mlp.gate_proj.bias", hidden));
+    KUIPER_ASSIGN_OR_RETURN(layer.b2, vector("mlp.down_proj.bias", dim));
+    KUIPER_ASSIGN_OR_RETURN(layer.b3, vector("mlp.up_proj.bias", hidden));
+  }
+  if (c.qk_norm) {
+    KUIPER_ASSIGN_OR_RETURN(layer.q_norm, rope_vector("self_attn.q_norm.weight", c.head_dim(), 1));
+    KUIPER_ASSIGN_OR_RETURN(layer.k_norm, rope_vector("self_attn.k_norm.weight", c.head_dim(), 1));
+  }
   return ok_status();
 }
 
@@ -197,7 +243,7 @@ StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   KUIPER_ASSIGN_OR_RETURN(LlamaConfig c, load_hf_llama_config((root / "config.json").string()));
   KUIPER_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::open(root));
 
-  Checkpoint ckpt{c, {}, "", dir};
+  Checkpoint ckpt{c, {}, "", dir, {}};
   LlamaWeights& w = ckpt.weights;
   KUIPER_ASSIGN_OR_RETURN(Tensor embedding, files.get("model.embed_tokens.weight", {c.vocab_size, c.dim}));
   w.token_embedding = float_weight(std::move(embedding));
@@ -207,9 +253,17 @@ StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   KUIPER_ASSIGN_OR_RETURN(w.final_norm, place_fp32(final_norm, cpu_allocator()));
   if (c.shared_classifier) {
     w.classifier = w.token_embedding;  // transformers ignores a stored lm_head when tied
+    files.mark_used("lm_head.weight");
   } else {
     KUIPER_ASSIGN_OR_RETURN(Tensor classifier, files.get("lm_head.weight", {c.vocab_size, c.dim}));
     w.classifier = float_weight(std::move(classifier));
+  }
+  // As transformers does, name what the model leaves unread: a tensor of a part kuiper does
+  // not run would otherwise change nothing, silently.
+  for (const std::string& name : files.unused()) {
+    if (name.ends_with("rotary_emb.inv_freq")) continue;  // a cache older files saved; recomputed
+    LOG(WARNING) << dir << ": tensor '" << name << "' is not used by the model";
+    ckpt.ignored_tensors.push_back(name);
   }
   ckpt.format = "Hugging Face safetensors (" + std::string(dtype_name(w.layers.front().wq.dtype())) + ", " +
                 files.describe() + ")";

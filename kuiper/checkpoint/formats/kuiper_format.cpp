@@ -50,7 +50,7 @@ StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
   KUIPER_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(mapped->path()));
   KUIPER_ASSIGN_OR_RETURN(KuiperHeader h, parse_kuiper_metadata(file.metadata(), file.path()));
   Checkpoint ckpt{h.config, {}, "kuiper v" + std::to_string(kKuiperFormatVersion) + " (" +
-                                    weight_format_name(h.weights) + ")", file.path()};
+                                    weight_format_name(h.weights) + ")", file.path(), {}};
   LlamaWeights& w = ckpt.weights;
   w.layers.resize(h.config.n_layers);
   const std::vector<MatrixSpec> specs = matrix_specs(h.config);
@@ -59,10 +59,10 @@ StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
     KUIPER_ASSIGN_OR_RETURN(*slots[i].weight, read_matrix(file, specs[i], h.weights));
   }
   if (h.config.shared_classifier) w.classifier = w.token_embedding;
-  for (const NamedVector& norm : named_norms(w)) {
-    KUIPER_ASSIGN_OR_RETURN(*norm.tensor, expect_tensor(file, norm.name + ".weight", DataType::kFP32, {h.config.dim}));
+  for (const NamedVector& norm : named_norms(w, h.config)) {
+    KUIPER_ASSIGN_OR_RETURN(*norm.tensor, expect_tensor(file, norm.name + ".weight", DataType::kFP32, {norm.length}));
   }
-  const size_t expected_tensors = specs.size() * (h.weights.dtype == DataType::kINT8 ? 2 : 1) + named_norms(w).size();
+  const size_t expected_tensors = specs.size() * (h.weights.dtype == DataType::kINT8 ? 2 : 1) + named_norms(w, h.config).size();
   if (file.names().size() != expected_tensors) {
     return invalid_format(file.path() + ": holds " + std::to_string(file.names().size()) +
                           " tensors, a kuiper checkpoint of " + h.config.summary() + " has " +
@@ -104,7 +104,7 @@ Status save_kuiper(const Checkpoint& checkpoint, const std::string& path) {
     KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".weight", m.weight->values));
     if (m.weight->is_quantized()) KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".scales", m.weight->scales));
   }
-  for (const NamedVector& norm : named_norms(ckpt.weights)) {
+  for (const NamedVector& norm : named_norms(ckpt.weights, ckpt.config)) {
     if (norm.tensor->dtype() != DataType::kFP32) {
       return invalid_argument("kuiper files keep norms in fp32, " + norm.name + " is " + norm.tensor->describe());
     }

@@ -17,7 +17,9 @@ json config_to_json(const LlamaConfig& c) {
                             {"high_freq_factor", r.high_freq_factor},
                             {"original_max_positions", r.original_max_positions}}},
           {"norm_eps", c.norm_eps}, {"shared_classifier", c.shared_classifier},
-          {"bos_id", c.bos_id}, {"eos_ids", c.eos_ids}};
+          {"bos_id", c.bos_id}, {"eos_ids", c.eos_ids}, {"head_size", c.head_size},
+          {"qkv_bias", c.qkv_bias}, {"output_bias", c.output_bias}, {"mlp_bias", c.mlp_bias},
+          {"qk_norm", c.qk_norm}, {"sliding_window", c.sliding_window}};
 }
 
 // Reads every field; json::at/get throw on a missing key or wrong type, which the caller turns
@@ -42,6 +44,13 @@ LlamaConfig config_from_json(const json& j) {
   c.shared_classifier = j.at("shared_classifier").get<bool>();
   c.bos_id = j.at("bos_id").get<int32_t>();
   c.eos_ids = j.at("eos_ids").get<std::vector<int32_t>>();
+  // The family switches; files written before them are LLaMA models without any.
+  c.head_size = j.value("head_size", 0);
+  c.qkv_bias = j.value("qkv_bias", false);
+  c.output_bias = j.value("output_bias", false);
+  c.mlp_bias = j.value("mlp_bias", false);
+  c.qk_norm = j.value("qk_norm", false);
+  c.sliding_window = j.value("sliding_window", 0);
   return c;
 }
 

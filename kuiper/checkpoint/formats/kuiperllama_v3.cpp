@@ -56,7 +56,7 @@ StatusOr<Checkpoint> load_v3(std::shared_ptr<MappedFile> file) {
   FileCursor cursor(file);
   KUIPER_ASSIGN_OR_RETURN(V3Header h, read_header(file, cursor));
   const LlamaConfig& c = h.config;
-  Checkpoint ckpt{c, {}, "KuiperLLama v3 (int8, groups of " + std::to_string(h.group_size) + ")", file->path()};
+  Checkpoint ckpt{c, {}, "KuiperLLama v3 (int8, groups of " + std::to_string(h.group_size) + ")", file->path(), {}};
   LlamaWeights& w = ckpt.weights;
   w.layers.resize(c.n_layers);
   KUIPER_RETURN_IF_ERROR(take_int8_layer_matrices(cursor, c, h.group_size, w.layers));

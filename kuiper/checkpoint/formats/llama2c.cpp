@@ -135,7 +135,7 @@ StatusOr<Checkpoint> load_v0(std::shared_ptr<MappedFile> file) {
   FileCursor cursor(file);
   KUIPER_ASSIGN_OR_RETURN(LlamaConfig c, v0_config(*file, cursor));
   KUIPER_RETURN_IF_ERROR(expect_size(*file, v0_expected_size(c), c));
-  Checkpoint ckpt{c, {}, "llama2.c v0 (fp32)", file->path()};
+  Checkpoint ckpt{c, {}, "llama2.c v0 (fp32)", file->path(), {}};
   LlamaWeights& w = ckpt.weights;
   w.layers.resize(c.n_layers);
   KUIPER_ASSIGN_OR_RETURN(Tensor emb, cursor.take(DataType::kFP32, {c.vocab_size, c.dim}, "token embedding"));
@@ -173,7 +173,7 @@ StatusOr<Checkpoint> load_v1(std::shared_ptr<MappedFile> file) {
   KUIPER_RETURN_IF_ERROR(expect_size(*file, kLlama2cHeaderBytes + weight_floats(c) * sizeof(float), c));
   KUIPER_RETURN_IF_ERROR(cursor.seek(kLlama2cHeaderBytes));
 
-  Checkpoint ckpt{c, {}, "llama2.c v1 (fp32)", file->path()};
+  Checkpoint ckpt{c, {}, "llama2.c v1 (fp32)", file->path(), {}};
   LlamaWeights& w = ckpt.weights;
   w.layers.resize(c.n_layers);
   KUIPER_RETURN_IF_ERROR(take_layer_vectors(cursor, w.layers, &LlamaLayerWeights::attention_norm, c.dim, "attention norm"));

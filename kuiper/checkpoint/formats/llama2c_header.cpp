@@ -24,4 +24,16 @@ std::vector<uint8_t> make_llama2c_header(const LlamaConfig& c, int32_t version, 
   return header;
 }
 
+Status check_llama2c_can_store(const LlamaConfig& c, const char* format) {
+  const std::string file = std::string("llama2.c ") + format + " files";
+  if (c.rope_scaling.enabled || c.rope_theta != 10000.f) {
+    return unsupported(file + " cannot record rope theta or scaling; this model needs them");
+  }
+  if (c.has_biases_or_head_norms() || c.head_size != 0 || c.sliding_window != 0) {
+    return unsupported(file + " cannot record projection biases, per-head norms, a head width or a "
+                       "sliding window; this model needs them (use the kuiper format)");
+  }
+  return ok_status();
+}
+
 }  // namespace kuiper

@@ -22,4 +22,8 @@ bool has_llama2c_header(const MappedFile& file, int32_t version);
 // The header of a file of `version` holding a model of config `c` (group_size: version 2 only).
 std::vector<uint8_t> make_llama2c_header(const LlamaConfig& c, int32_t version, int32_t group_size = 0);
 
+// Whether a llama2.c file (`format`: "v1", "v2") can hold a model of config `c`: its header has
+// no place for RoPE θ or scaling, biases, per-head norms, a head width of its own or a window.
+Status check_llama2c_can_store(const LlamaConfig& c, const char* format);
+
 }  // namespace kuiper

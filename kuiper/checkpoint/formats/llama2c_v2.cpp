@@ -36,7 +36,7 @@ StatusOr<Checkpoint> load_v2(std::shared_ptr<MappedFile> file) {
   }
   KUIPER_RETURN_IF_ERROR(cursor.seek(kLlama2cHeaderBytes));
 
-  Checkpoint ckpt{c, {}, "llama2.c v2 (int8, groups of " + std::to_string(group_size) + ")", path};
+  Checkpoint ckpt{c, {}, "llama2.c v2 (int8, groups of " + std::to_string(group_size) + ")", path, {}};
   LlamaWeights& w = ckpt.weights;
   w.layers.resize(c.n_layers);
   KUIPER_RETURN_IF_ERROR(take_fp32_norms(cursor, c, w));

@@ -48,9 +48,7 @@ Status check_llama2c_v2_group_size(const LlamaConfig& c, int group_size) {
 
 Status save_llama2c_v2(const Checkpoint& checkpoint, const std::string& path) {
   KUIPER_RETURN_IF_ERROR(checkpoint.config.validate());
-  if (checkpoint.config.rope_scaling.enabled || checkpoint.config.rope_theta != 10000.f) {
-    return unsupported("llama2.c v2 files cannot record rope theta or scaling; this model needs them");
-  }
+  KUIPER_RETURN_IF_ERROR(check_llama2c_can_store(checkpoint.config, "v2"));
   Checkpoint ckpt = checkpoint;  // views only; named_matrices needs a mutable one
   KUIPER_ASSIGN_OR_RETURN(int group_size, common_group_size(ckpt));
   KUIPER_ASSIGN_OR_RETURN(std::unique_ptr<PartialFile> out, PartialFile::create(path));

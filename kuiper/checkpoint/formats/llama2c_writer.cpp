@@ -42,9 +42,7 @@ Status write_body(PartialFile& out, const Checkpoint& ckpt) {
 
 Status save_llama2c_v1(const Checkpoint& checkpoint, const std::string& path) {
   KUIPER_RETURN_IF_ERROR(checkpoint.config.validate());
-  if (checkpoint.config.rope_scaling.enabled || checkpoint.config.rope_theta != 10000.f) {
-    return unsupported("llama2.c v1 files cannot record rope theta or scaling; this model needs them");
-  }
+  KUIPER_RETURN_IF_ERROR(check_llama2c_can_store(checkpoint.config, "v1"));
   KUIPER_ASSIGN_OR_RETURN(std::unique_ptr<PartialFile> out, PartialFile::create(path));
   KUIPER_RETURN_IF_ERROR(write_body(*out, checkpoint));
   return out->commit();

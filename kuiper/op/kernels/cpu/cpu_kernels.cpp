@@ -25,6 +25,7 @@ KernelTable make_cpu_table() {
   t.attention[at(DataType::kFP32)] = cpu::attention_fp32;
   t.swiglu = cpu::swiglu;
   t.add = cpu::add;
+  t.add_bias = cpu::add_bias;
   t.argmax = cpu::argmax;
   return t;
 }

@@ -19,6 +19,7 @@ Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
                       const Tensor& positions, const AttentionShape& shape, Tensor& out, const ExecutionContext&);
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext&);
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext&);
+Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext&);
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext&);
 
 // Shared argument checks: a kernel's inputs must be on the CPU with the dtype it expects.

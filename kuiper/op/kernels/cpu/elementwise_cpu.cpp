@@ -41,6 +41,24 @@ Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext
   return ok_status();
 }
 
+Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext&) {
+  KUIPER_RETURN_IF_ERROR(expect_cpu(x, DataType::kFP32, "add_bias input"));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(bias, DataType::kFP32, "bias"));
+  const int64_t n = bias.numel();
+  if (n == 0 || x.numel() % n != 0) {
+    return invalid_argument("bias " + bias.describe() + " does not fit rows of " + x.describe());
+  }
+  const float* b = bias.data<float>();
+  float* y = x.data<float>();
+  const int64_t rows = x.numel() / n;
+#pragma omp parallel for schedule(static) if (worth_threads(x.numel()))
+  for (int64_t t = 0; t < rows; ++t) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[t * n + i] += b[i];
+  }
+  return ok_status();
+}
+
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(logits, DataType::kFP32, "argmax input"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kINT32, "argmax output"));

@@ -28,6 +28,7 @@ KernelTable make_cuda_table() {
   t.rope_kv_store = cuda::rope_kv_store;
   t.swiglu = cuda::swiglu;
   t.add = cuda::add;
+  t.add_bias = cuda::add_bias;
   t.argmax = cuda::argmax;
   return t;
 }

@@ -23,6 +23,7 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                  const ExecutionContext& ctx);
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
+Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
 // Any weight dtype, int8 included.
 Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx);

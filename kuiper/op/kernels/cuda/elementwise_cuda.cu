@@ -60,6 +60,12 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* log
   if (threadIdx.x == 0) out[0] = winner.index == n ? 0 : winner.index;
 }
 
+__global__ void add_bias_kernel(float* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] += bias[i % n];
+  }
+}
+
 // a and b fp32, out fp32 or (swiglu) a 16-bit type, all of one size.
 Status check_operands(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(a, DataType::kFP32, what));
@@ -98,6 +104,19 @@ Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext
         a.data<float>(), b.data<float>(), out.data<float>(), n);
   });
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("add");
+  return ok_status();
+}
+
+Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx) {
+  KUIPER_RETURN_IF_ERROR(expect_cuda(x, DataType::kFP32, "add_bias input"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(bias, DataType::kFP32, "bias"));
+  const int64_t n = bias.numel(), total = x.numel();
+  if (n == 0 || total % n != 0) {
+    return invalid_argument("bias " + bias.describe() + " does not fit rows of " + x.describe());
+  }
+  add_bias_kernel<<<elementwise_blocks(total), kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
+      x.data<float>(), bias.data<float>(), n, total);
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("add_bias");
   return ok_status();
 }
 
