@@ -171,7 +171,7 @@ TEST_F(CudaModel, FamiliesMatchCpu) {
     for (auto [dtype, bound] : {std::pair{DataType::kFP32, 1e-4}, {DataType::kBF16, 2e-2}}) {
       const Tensor gpu = make_model(*ckpt, DeviceType::kCUDA, dtype)->forward_all(ids, 0).value();
       const double error = relative_error(gpu.data<float>(), cpu.data<float>(), cpu.numel());
-      std::printf("%s %s: relative logit error CUDA vs CPU %.3g (bound %g)\n", dir, dtype_name(dtype), error, bound);
+      std::printf("%s %s: relative logit error CUDA vs CPU %.3g (bound %g)\n", dir, std::string(dtype_name(dtype)).c_str(), error, bound);
       EXPECT_LT(error, bound) << dir << " " << dtype_name(dtype);
     }
     // Decode, recorded as a CUDA graph, token by token.
