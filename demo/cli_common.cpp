@@ -14,10 +14,11 @@ namespace {
 // The bundled default model lives in the source tree (KUIPER_MODELS_DIR, set by CMake).
 std::string default_model_path() { return std::string(KUIPER_MODELS_DIR) + "/stories260K/stories260K.bin"; }
 
-// The tokenizer that belongs to a model: a known name in the model's directory.
+// The tokenizer that belongs to a model: a known name in the model's directory, in the order
+// load_tokenizer prefers them in a directory.
 StatusOr<std::string> find_tokenizer(const std::string& model_path) {
   const fs::path dir = fs::is_directory(model_path) ? fs::path(model_path) : fs::path(model_path).parent_path();
-  for (const char* name : {"tokenizer.json", "tokenizer.model", "tok512.model", "tokenizer.bin", "tok512.bin"}) {
+  for (const char* name : {"tokenizer.model", "tokenizer.json", "tok512.model", "tokenizer.bin", "tok512.bin"}) {
     const fs::path candidate = dir / name;
     if (fs::exists(candidate)) return candidate.string();
   }

@@ -14,7 +14,7 @@ reference text. References:
   llama2       models/tokenizers/llama2/tokenizer.model   sentencepiece
   tok512       models/stories260K/tok512.model            sentencepiece
   llama2c-bin  tok512.bin, and llama2's tokenizer.bin     sentencepiece on the matching .model,
-               when /work/shared has it                    on the cases where the two algorithms
+               when ../shared/assets has it                on the cases where the two algorithms
                                                            agree by design (see below)
 
 Exits non-zero on the first mismatch of any check, printing the case. Nothing here is a
@@ -285,10 +285,26 @@ def main():
     parser.add_argument("--tool", required=True, help="the built kuiper_tokenize program")
     parser.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     parser.add_argument("--work-dir", help="where to write generated tokenizer.json files (default: a temp dir)")
-    parser.add_argument("--shared-dir", default="/work/shared/assets",
-                        help="optional extra tokenizers (llama2 tokenizer.bin), skipped when absent")
+    parser.add_argument("--shared-dir",
+                        help="extra tokenizers and text (llama2 tokenizer.bin, TinyStories); default "
+                             "../shared/assets beside the repository, skipped when that is absent; "
+                             "given explicitly, every file it should hold must be there")
     args = parser.parse_args()
     src = os.path.abspath(args.source_dir)
+    asked_for_shared = args.shared_dir is not None
+    if not asked_for_shared:
+        args.shared_dir = os.path.join(src, "..", "shared", "assets")
+    elif not os.path.isdir(args.shared_dir):
+        sys.exit(f"--shared-dir {args.shared_dir} is not a directory")
+
+    def shared_missing(path, what):
+        """Whether an optional shared file is absent; absent when explicitly asked for is an error."""
+        if os.path.exists(path):
+            return False
+        if asked_for_shared:
+            sys.exit(f"--shared-dir {args.shared_dir} lacks {path} ({what})")
+        report.lines.append(f"{path} not present, {what} skipped")
+        return True
     corpus = load_corpus(os.path.join(src, "test/data/tokenizer_corpus.txt"))
     texts = corpus + long_cases()
     tool = Tool(args.tool)
@@ -321,14 +337,13 @@ def main():
             ("llama2 tokenizer.bin (llama2.c)", os.path.join(args.shared_dir, "llama2/tokenizer.bin"),
              os.path.join(src, "models/tokenizers/llama2/tokenizer.model"))]
     for name, bin_path, model in bins:
-        if not os.path.exists(bin_path):
-            report.lines.append(f"{name}: {bin_path} not present, skipped")
+        if shared_missing(bin_path, name):
             continue
         check_llama2c(tool, report, name, bin_path, sentencepiece.SentencePieceProcessor(model_file=model), texts)
 
     # A large real text, when the shared assets are there: one 794 KB case per tokenizer.
     story_path = os.path.join(args.shared_dir, "text/tinystories_valid_head.txt")
-    if os.path.exists(story_path):
+    if not shared_missing(story_path, "the large-text check"):
         with open(story_path, encoding="utf-8") as f:
             story = [f.read()]
         report.check("llama3 (tiktoken) on tinystories_valid_head.txt", ["tinystories"],
@@ -337,8 +352,6 @@ def main():
         sp = sentencepiece.SentencePieceProcessor(model_file=llama2)
         report.check("llama2 (sentencepiece) on tinystories_valid_head.txt", ["tinystories"],
                      [sp.encode(story[0])], tool.encode(llama2, story, False, False))
-    else:
-        report.lines.append(f"{story_path} not present, large-text check skipped")
 
     print("\n".join(report.lines))
     if report.failed:

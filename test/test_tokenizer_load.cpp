@@ -87,5 +87,14 @@ TEST(LoadTokenizer, BrokenJson) {
                StatusCode::kInvalidFormat, "unexpected tokenizer.json layout");
 }
 
+TEST(LoadTokenizer, DirectoryPrefersTokenizerModelOverTokenizerJson) {
+  // The layout of LLaMA-2-*-hf and TinyLlama: both files; the SentencePiece model is read.
+  const std::string dir = test::scratch_dir("load_tokenizer_both");
+  std::filesystem::copy_file(test::source_path("models/tokenizers/llama2/tokenizer.model"), dir + "/tokenizer.model");
+  write_file(dir, "tokenizer.json", "{\"version\": \"1.0\"}");  // would be refused if chosen
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(dir));
+  EXPECT_EQ(tokenizer->vocab_size(), 32000);
+}
+
 }  // namespace
 }  // namespace kuiper

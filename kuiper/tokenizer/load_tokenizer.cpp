@@ -10,8 +10,11 @@
 namespace kuiper {
 namespace {
 
-// Inside a model directory, in order of preference.
-constexpr const char* kTokenizerFileNames[] = {"tokenizer.json", "tokenizer.model", "tokenizer.bin"};
+// Inside a model directory, in order of preference. tokenizer.model first: where a directory
+// holds both (LLaMA-2-*-hf, TinyLlama, Mistral), it is the SentencePiece or tiktoken file the
+// model was trained with, read by the library that defines it, while its tokenizer.json is a
+// SentencePiece-style BPE that kuiper's tokenizer.json reader does not cover yet.
+constexpr const char* kTokenizerFileNames[] = {"tokenizer.model", "tokenizer.json", "tokenizer.bin"};
 
 // tokenizer.bin starts with a small int32 (max_token_length, little-endian). A SentencePiece
 // protobuf starts with field 1 (0x0A) and a nested message that again starts with 0x0A, so its
