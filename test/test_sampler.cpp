@@ -94,7 +94,7 @@ void expect_distribution(Sampler& sampler, const std::vector<float>& logits,
                          const std::vector<double>& expected, int draws) {
   std::vector<int> counts(logits.size(), 0);
   for (int i = 0; i < draws; ++i) {
-    const int32_t token = sampler.sample(logits);
+    const int32_t token = sampler.sample(logits).value();
     ASSERT_GE(token, 0);
     ASSERT_LT(token, static_cast<int32_t>(logits.size()));
     ASSERT_GT(expected[token], 0.0) << "token " << token << " is outside the allowed set";
@@ -152,10 +152,10 @@ TEST(Sampler, GreedyIsArgmaxFirstOnTies) {
   for (uint32_t seed = 0; seed < 20; ++seed) {
     std::vector<float> logits = random_logits(1 + seed * 37, seed, -5, 5);
     const auto expected = std::max_element(logits.begin(), logits.end()) - logits.begin();
-    EXPECT_EQ(sampler.sample(logits), expected);
+    EXPECT_EQ(sampler.sample(logits).value(), expected);
   }
   const std::vector<float> tied = {1.f, 3.f, -2.f, 3.f, 3.f};
-  EXPECT_EQ(sampler.sample(tied), 1);
+  EXPECT_EQ(sampler.sample(tied).value(), 1);
 }
 
 TEST(Sampler, TopKOfOneIsArgmax) {
@@ -163,7 +163,7 @@ TEST(Sampler, TopKOfOneIsArgmax) {
   EXPECT_FALSE(sampler.is_greedy());
   const std::vector<float> logits = random_logits(333, 4, -1, 1);
   const auto expected = std::max_element(logits.begin(), logits.end()) - logits.begin();
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(sampler.sample(logits), expected);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(sampler.sample(logits).value(), expected);
 }
 
 TEST(Sampler, SameSeedSameDrawsDifferentSeedDifferentDraws) {
@@ -173,9 +173,9 @@ TEST(Sampler, SameSeedSameDrawsDifferentSeedDifferentDraws) {
   EXPECT_EQ(a.config().seed, 1234u);
   int differences = 0;
   for (int i = 0; i < 200; ++i) {
-    const int32_t x = a.sample(logits);
-    EXPECT_EQ(x, b.sample(logits));
-    differences += x != c.sample(logits);
+    const int32_t x = a.sample(logits).value();
+    EXPECT_EQ(x, b.sample(logits).value());
+    differences += x != c.sample(logits).value();
   }
   EXPECT_GT(differences, 150);  // about 99% of draws differ for ~95 near-equal candidates
 }
@@ -223,17 +223,34 @@ TEST(Sampler, LlamaSizedVocabularyWithoutAllocationPerCall) {
                                SamplerConfig{.temperature = 0.9f, .top_k = 50, .seed = 1},
                                SamplerConfig{.temperature = 0.9f, .seed = 1}}) {
     Sampler sampler(config);
-    (void)sampler.sample(logits);  // the first call sizes the scratch buffers
+    (void)sampler.sample(logits).value();  // the first call sizes the scratch buffers
     const long before = g_allocations.load();
     std::vector<int32_t> tokens(50);
     const long after_vector = g_allocations.load();
-    for (int32_t& token : tokens) token = sampler.sample(logits);
+    for (int32_t& token : tokens) token = sampler.sample(logits).value();
     if (kCountsAllocations) {
       EXPECT_EQ(g_allocations.load(), after_vector) << "sample() allocated";
       EXPECT_EQ(after_vector - before, 1) << "the counter must see the vector's allocation";
     }
     if (config.top_p < 1.f) {
       for (int32_t token : tokens) EXPECT_GT(nucleus[token], 0.0) << token;
+    }
+  }
+}
+
+TEST(Sampler, NonFiniteLogitsAreAnErrorOnEveryPath) {
+  // A damaged model's NaN or infinity must not become a token (nor an out-of-range read in
+  // the top-k / top-p paths).
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    const std::vector<float> logits = {0.5f, bad, 2.f, 1.f};
+    for (SamplerConfig config : {SamplerConfig{}, SamplerConfig{.temperature = 0.8f},
+                                 SamplerConfig{.temperature = 0.8f, .top_k = 2},
+                                 SamplerConfig{.temperature = 0.8f, .top_p = 0.9f}}) {
+      Sampler sampler(config);
+      const auto token = sampler.sample(logits);
+      ASSERT_FALSE(token.ok()) << "temperature " << config.temperature << " gave " << token.value();
+      EXPECT_EQ(token.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(token.status().message().find("token 1"), std::string::npos) << token.status().to_string();
     }
   }
 }

@@ -61,13 +61,21 @@ StatusOr<int32_t> Session::next_token(const Tensor& logits) {
     KUIPER_RETURN_IF_ERROR(copy_bytes(&token, DeviceType::kCPU, argmax_out_.raw_data(),
                                       argmax_out_.device(), sizeof(token), model_.stream()));
     KUIPER_RETURN_IF_ERROR(synchronize(model_.stream()));
+    if (token < 0) return non_finite_logits();
     return token;
   }
   host_logits_.resize(logits.numel());
   KUIPER_RETURN_IF_ERROR(copy_bytes(host_logits_.data(), DeviceType::kCPU, logits.raw_data(),
                                     logits.device(), logits.nbytes(), model_.stream()));
   KUIPER_RETURN_IF_ERROR(synchronize(model_.stream()));
-  return sampler_.sample(host_logits_);
+  StatusOr<int32_t> token = sampler_.sample(host_logits_);
+  if (!token.ok() && token.status().code() == StatusCode::kInvalidArgument) return non_finite_logits();
+  return token;
+}
+
+Status Session::non_finite_logits() const {
+  return invalid_format("the model produced non-finite logits at position " + std::to_string(position() - 1) +
+                             " (NaN or infinite weights, or an overflow)");
 }
 
 StatusOr<GenerationStats> Session::generate(std::span<const int32_t> prompt,

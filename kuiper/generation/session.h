@@ -63,6 +63,7 @@ class Session {
 
  private:
   StatusOr<int32_t> next_token(const Tensor& logits);
+  Status non_finite_logits() const;
 
   LlamaModel& model_;
   const Tokenizer& tokenizer_;

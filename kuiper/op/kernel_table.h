@@ -76,7 +76,9 @@ using AddBiasKernel = Status (*)(Tensor& x, const Tensor& bias, const ExecutionC
 // out = a + b, elementwise. out may alias a.
 using AddKernel = Status (*)(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 
-// out[0] = index of the largest element of logits (fp32 [n]), first one on ties. out: int32 [1].
+// out[0] = index of the largest element of logits (fp32 [n]), first one on ties; -1 when any
+// element is NaN or infinite (a damaged model), so that greedy decoding never picks a token
+// from such logits. out: int32 [1].
 using ArgmaxKernel = Status (*)(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
 
 // A decode-time GEMV (one token) with the work around it fused in, so that a transformer layer

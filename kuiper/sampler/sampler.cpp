@@ -41,8 +41,15 @@ bool Sampler::heavier(const Candidate& a, const Candidate& b) {
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
-int32_t Sampler::sample(std::span<const float> logits) {
-  CHECK(!logits.empty()) << "Sampler::sample needs at least one logit";
+StatusOr<int32_t> Sampler::sample(std::span<const float> logits) {
+  if (logits.empty()) return invalid_argument("sampling needs at least one logit");
+  // Every path below compares or exponentiates logits; one NaN would make the choice (or the
+  // draw's index) meaningless.
+  const auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != logits.end()) {
+    return invalid_argument("non-finite logit " + std::to_string(*bad) + " for token " +
+                               std::to_string(bad - logits.begin()));
+  }
   if (is_greedy()) return argmax(logits);
 
   const size_t n = logits.size();

@@ -28,8 +28,9 @@ class Sampler {
 
   // Picks the next token from fp32 logits on the host (non-empty). Greedy: argmax, first on
   // ties. Otherwise softmax(logits / temperature), keep top-k, then nucleus top-p, renormalise,
-  // draw. The same seed and logits give the same tokens on every run and platform.
-  int32_t sample(std::span<const float> logits);
+  // draw. The same seed and logits give the same tokens on every run and platform. A NaN or
+  // infinite logit (a damaged model) is an error, never a token.
+  StatusOr<int32_t> sample(std::span<const float> logits);
 
   bool is_greedy() const { return config_.temperature == 0.f; }
   const SamplerConfig& config() const { return config_; }

@@ -68,10 +68,12 @@ Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext&) {
   }
   const float* x = logits.data<float>();
   int64_t best = 0;
-  for (int64_t i = 1; i < logits.numel(); ++i) {
+  bool finite = true;
+  for (int64_t i = 0; i < logits.numel(); ++i) {
+    finite &= std::isfinite(x[i]);
     if (x[i] > x[best]) best = i;
   }
-  out.data<int32_t>()[0] = static_cast<int32_t>(best);
+  out.data<int32_t>()[0] = finite ? static_cast<int32_t>(best) : -1;
   return ok_status();
 }
 

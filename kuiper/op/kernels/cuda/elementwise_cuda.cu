@@ -50,14 +50,17 @@ struct BetterCandidate {
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int n,
                                                                 int32_t* out) {
   Candidate best{-INFINITY, n};
+  bool finite = true;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = logits[i];
+    finite &= isfinite(v);
     if (v > best.value || best.index == n) best = {v, i};  // strided scan: first index kept
   }
   using Reduce = cub::BlockReduce<Candidate, kArgmaxThreads>;
   __shared__ typename Reduce::TempStorage storage;
   const Candidate winner = Reduce(storage).Reduce(best, BetterCandidate{});
-  if (threadIdx.x == 0) out[0] = winner.index == n ? 0 : winner.index;
+  const bool all_finite = __syncthreads_and(finite);
+  if (threadIdx.x == 0) out[0] = !all_finite ? -1 : winner.index == n ? 0 : winner.index;
 }
 
 __global__ void add_bias_kernel(float* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t total) {
