@@ -1,0 +1,43 @@
+#include "kuiper/tokenizer/hf_json_fields.h"
+
+namespace kuiper::hf {
+
+StatusOr<int32_t> token_id(const json& value, const std::string& where) {
+  if (value.is_number_unsigned() || value.is_number_integer()) {
+    const bool negative = value.is_number_integer() && value.get<int64_t>() < 0;
+    if (!negative && value.get<uint64_t>() < static_cast<uint64_t>(kMaxTokenId)) {
+      return static_cast<int32_t>(value.get<uint64_t>());
+    }
+  }
+  return invalid_format(where + ": id " + value.dump() + " is not an integer in [0, " +
+                        std::to_string(kMaxTokenId) + ")");
+}
+
+StatusOr<std::string> string_field(const json& object, const char* key, const std::string& where,
+                                   const std::string& fallback) {
+  if (!object.is_object() || !object.contains(key) || object[key].is_null()) return fallback;
+  if (!object[key].is_string()) return invalid_format(where + ": \"" + key + "\" is not a string");
+  return object[key].get<std::string>();
+}
+
+StatusOr<bool> bool_field(const json& object, const char* key, const std::string& where, bool fallback) {
+  if (!object.is_object() || !object.contains(key) || object[key].is_null()) return fallback;
+  if (!object[key].is_boolean()) return invalid_format(where + ": \"" + key + "\" is not true/false");
+  return object[key].get<bool>();
+}
+
+StatusOr<int64_t> count_field(const json& object, const char* key, const std::string& where, int64_t fallback) {
+  if (!object.is_object() || !object.contains(key) || object[key].is_null()) return fallback;
+  const json& value = object[key];
+  if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<int64_t>() >= 0)) {
+    return invalid_format(where + ": \"" + key + "\" is not a non-negative integer");
+  }
+  return static_cast<int64_t>(std::min<uint64_t>(value.get<uint64_t>(), INT64_MAX));
+}
+
+std::string type_of(const json& component) {
+  if (!component.is_object() || !component.contains("type") || !component["type"].is_string()) return "";
+  return component["type"].get<std::string>();
+}
+
+}  // namespace kuiper::hf
