@@ -116,7 +116,7 @@ class HfBpeTokenizer final : public Tokenizer {
   }
 
   std::string token_bytes(int32_t id, int32_t previous) const override {
-    if (const auto it = added_content_.find(id); it != added_content_.end()) {
+    if (const auto it = added_decoded_.find(id); it != added_decoded_.end()) {
       return decoder_.decode(it->second, previous < 0);
     }
     const std::string* token = model_.token(id);
@@ -184,12 +184,15 @@ class HfBpeTokenizer final : public Tokenizer {
                               ", but the tokenizers library would give it id " + std::to_string(token.id));
       }
       added_ids_[content] = token.id;
-      added_content_[token.id] = content;
       vocab_size_ = std::max(vocab_size_, token.id + 1);
       if (token.normalized) {
+        // Found in normalized text by its normalized form, which is also what tokenizers hands
+        // the decoder (LLaMA-2-hf's "</s>" is "▁</s>" there, so it decodes to " </s>").
         KUIPER_ASSIGN_OR_RETURN(std::string pattern, normalizer_.apply(content));
+        added_decoded_[token.id] = pattern;
         normalized_added_.add(std::move(pattern), token);
       } else {
+        added_decoded_[token.id] = content;
         raw_added_.add(content, token);
       }
     }
@@ -216,7 +219,7 @@ class HfBpeTokenizer final : public Tokenizer {
   hf::AddedTokenMatcher raw_added_;         // added tokens with normalized = false
   hf::AddedTokenMatcher normalized_added_;  // the others, by their normalized content
   std::unordered_map<std::string, int32_t> added_ids_;
-  std::unordered_map<int32_t, std::string> added_content_;
+  std::unordered_map<int32_t, std::string> added_decoded_;  // what the decoder is given
   int32_t vocab_size_ = 0;
   int32_t bos_id_ = -1;  // -1: this vocabulary has no beginning-of-sequence token
   std::vector<int32_t> eos_ids_;

@@ -3,6 +3,7 @@
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
+#include <unicode/utf16.h>
 #include <unicode/utf8.h>
 
 
@@ -72,22 +73,18 @@ StatusOr<std::string> normalize(std::string_view text, NormalForm form) {
 }
 
 StatusOr<std::string> lowercase(std::string_view text) {
-  if (text.empty()) return std::string();
   KUIPER_ASSIGN_OR_RETURN(const std::u16string wide, to_utf16(text));
-  std::u16string out(wide.size() + 16, u'\0');
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  std::u16string out;
+  UChar lowered[16];
+  for (size_t i = 0; i < wide.size();) {
+    const size_t length = U16_IS_LEAD(wide[i]) && i + 1 < wide.size() && U16_IS_TRAIL(wide[i + 1]) ? 2 : 1;
     UErrorCode error = U_ZERO_ERROR;
-    const int32_t length = u_strToLower(out.data(), static_cast<int32_t>(out.size()), wide.data(),
-                                        static_cast<int32_t>(wide.size()), "", &error);
-    if (error == U_BUFFER_OVERFLOW_ERROR) {
-      out.assign(length, u'\0');
-      continue;
-    }
+    const int32_t n = u_strToLower(lowered, 16, wide.data() + i, static_cast<int32_t>(length), "", &error);
     if (U_FAILURE(error)) return internal_error(std::string("ICU u_strToLower: ") + u_errorName(error));
-    out.resize(length);
-    return to_utf8(out);
+    out.append(lowered, n);
+    i += length;
   }
-  return internal_error("ICU u_strToLower: output size changed between calls");
+  return to_utf8(out);
 }
 
 CodePoint code_point_at(std::string_view text, size_t offset) {

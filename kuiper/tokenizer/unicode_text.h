@@ -14,7 +14,8 @@ namespace kuiper::unicode {
 enum class NormalForm { kNfc, kNfd, kNfkc, kNfkd };
 
 StatusOr<std::string> normalize(std::string_view text, NormalForm form);
-// Full Unicode lower-casing in the root locale (final sigma included), as Rust's to_lowercase.
+// Each character's full lower-case mapping on its own (no context: a final Σ becomes σ), as
+// tokenizers' Lowercase does with Rust's char::to_lowercase.
 StatusOr<std::string> lowercase(std::string_view text);
 
 // The code point starting at byte `offset` and its length in bytes.
