@@ -13,26 +13,6 @@ bool word_char_at(std::string_view text, size_t start) {
   return start < text.size() && unicode::is_word_char(unicode::code_point_at(text, start).value);
 }
 
-// Start of the run of white space that ends at `end`.
-size_t white_space_run_before(std::string_view text, size_t end) {
-  while (end > 0) {
-    const auto c = unicode::code_point_before(text, end);
-    if (!unicode::is_white_space(c.value)) break;
-    end -= c.length;
-  }
-  return end;
-}
-
-// End of the run of white space that starts at `start`.
-size_t white_space_run_after(std::string_view text, size_t start) {
-  while (start < text.size()) {
-    const auto c = unicode::code_point_at(text, start);
-    if (!unicode::is_white_space(c.value)) break;
-    start += c.length;
-  }
-  return start;
-}
-
 }  // namespace
 
 void AddedTokenMatcher::add(std::string pattern, const AddedToken& token) {
@@ -52,7 +32,7 @@ std::vector<TextSegment> AddedTokenMatcher::split(std::string_view text, bool al
     if (first_bytes_[static_cast<uint8_t>(text[pos])]) {
       for (const size_t candidate : lengths_) {
         if (candidate > text.size() - pos) continue;
-        const auto it = by_pattern_.find(std::string(text.substr(pos, candidate)));
+        const auto it = by_pattern_.find(text.substr(pos, candidate));
         if (it != by_pattern_.end()) {
           token = &it->second;
           length = candidate;
@@ -69,8 +49,8 @@ std::vector<TextSegment> AddedTokenMatcher::split(std::string_view text, bool al
     pos = stop;  // matches never overlap, even a skipped one
     if (token->special && !allow_special) continue;
     if (token->single_word && (word_char_before(text, start) || word_char_at(text, stop))) continue;
-    if (token->lstrip) start = std::max(white_space_run_before(text, start), plain_start);
-    if (token->rstrip) stop = white_space_run_after(text, stop);
+    if (token->lstrip) start = std::max(unicode::white_space_run_start(text, start), plain_start);
+    if (token->rstrip) stop = unicode::white_space_run_end(text, stop);
     if (start > plain_start) segments.push_back({plain_start, text.substr(plain_start, start - plain_start)});
     segments.push_back({start, text.substr(start, stop - start), token->id});
     plain_start = stop;

@@ -41,7 +41,11 @@ class AddedTokenMatcher {
   std::vector<TextSegment> split(std::string_view text, bool allow_special) const;
 
  private:
-  std::unordered_map<std::string, AddedToken> by_pattern_;
+  struct TransparentHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, AddedToken, TransparentHash, std::equal_to<>> by_pattern_;
   std::set<size_t, std::greater<>> lengths_;  // longest first
   bool first_bytes_[256] = {};
 };

@@ -2,43 +2,20 @@
 
 #include "kuiper/tokenizer/byte_level_alphabet.h"
 #include "kuiper/tokenizer/byte_piece.h"
+#include "kuiper/tokenizer/unicode_text.h"
 
 namespace kuiper::hf {
-namespace {
-
-std::string replace_all(const std::string& text, const std::string& from, const std::string& to) {
-  std::string out;
-  size_t start = 0;
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, start)) {
-    out.append(text, start, at - start);
-    out += to;
-    start = at + from.size();
-  }
-  out.append(text, start, std::string::npos);
-  return out;
-}
-
-}  // namespace
-
 StatusOr<Decoder> Decoder::parse(const json& node, const std::string& path) {
   Decoder decoder;
-  if (!node.is_null()) {
-    decoder.has_decoder_ = true;
-    KUIPER_RETURN_IF_ERROR(decoder.add(node, path));
-  }
+  KUIPER_ASSIGN_OR_RETURN(const std::vector<json> steps, component_steps(node, "decoders", path + ": decoder"));
+  decoder.has_decoder_ = !node.is_null();
+  for (const json& step : steps) KUIPER_RETURN_IF_ERROR(decoder.add(step, path));
   return decoder;
 }
 
 Status Decoder::add(const json& node, const std::string& path) {
   const std::string type = type_of(node);
   const std::string where = path + ": decoder " + type;
-  if (type == "Sequence") {
-    if (!node.contains("decoders") || !node["decoders"].is_array()) {
-      return invalid_format(where + " has no \"decoders\" list");
-    }
-    for (const json& inner : node["decoders"]) KUIPER_RETURN_IF_ERROR(add(inner, path));
-    return ok_status();
-  }
   // After ByteLevel the text is one fused string of bytes; the files in scope end there.
   if (!steps_.empty() && steps_.back().kind == Kind::kByteLevel) {
     return unsupported(where + " after a ByteLevel decoder is not supported");
@@ -88,7 +65,7 @@ std::string Decoder::decode(std::string token, bool first) const {
   for (const Step& step : steps_) {
     switch (step.kind) {
       case Kind::kReplace:
-        token = replace_all(token, step.from, step.to);
+        token = unicode::replace_all(token, step.from, step.to);
         break;
       case Kind::kByteFallback:
         if (const auto byte = parse_byte_piece(token)) token = std::string(1, static_cast<char>(*byte));
@@ -102,7 +79,7 @@ std::string Decoder::decode(std::string token, bool first) const {
         break;
       case Kind::kMetaspace:
         // The first token loses every replacement character; elsewhere each becomes a space.
-        token = replace_all(token, step.from, first && step.prepends ? "" : " ");
+        token = unicode::replace_all(token, step.from, first && step.prepends ? "" : " ");
         break;
       case Kind::kByteLevel:
         // A token with a character outside the alphabet (an added token) stays as written.

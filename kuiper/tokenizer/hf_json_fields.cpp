@@ -40,4 +40,21 @@ std::string type_of(const json& component) {
   return component["type"].get<std::string>();
 }
 
+StatusOr<std::vector<json>> component_steps(const json& component, const char* list_key, const std::string& where) {
+  std::vector<json> steps;
+  if (component.is_null()) return steps;
+  if (type_of(component) != "Sequence") {
+    steps.push_back(component);
+    return steps;
+  }
+  if (!component.contains(list_key) || !component[list_key].is_array()) {
+    return invalid_format(where + " Sequence has no \"" + list_key + "\" list");
+  }
+  for (const json& inner : component[list_key]) {
+    KUIPER_ASSIGN_OR_RETURN(std::vector<json> inner_steps, component_steps(inner, list_key, where));
+    steps.insert(steps.end(), inner_steps.begin(), inner_steps.end());
+  }
+  return steps;
+}
+
 }  // namespace kuiper::hf

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,5 +29,8 @@ StatusOr<bool> bool_field(const json& object, const char* key, const std::string
 StatusOr<int64_t> count_field(const json& object, const char* key, const std::string& where, int64_t fallback);
 // The "type" of a component, or "" when it has none.
 std::string type_of(const json& component);
+// The steps of a component in order: the component itself, or, for a "Sequence", the entries of
+// its `list_key` list (nested Sequences flattened). None for null.
+StatusOr<std::vector<json>> component_steps(const json& component, const char* list_key, const std::string& where);
 
 }  // namespace kuiper::hf

@@ -3,18 +3,6 @@
 namespace kuiper::hf {
 namespace {
 
-std::string replace_literal(const std::string& text, const std::string& literal, const std::string& with) {
-  std::string out;
-  size_t start = 0;
-  for (size_t at = text.find(literal); at != std::string::npos; at = text.find(literal, start)) {
-    out.append(text, start, at - start);
-    out += with;
-    start = at + literal.size();
-  }
-  out.append(text, start, std::string::npos);
-  return out;
-}
-
 StatusOr<std::string> replace_regex(const std::string& text, const RegexSplitter& regex, const std::string& with) {
   KUIPER_ASSIGN_OR_RETURN(const auto matches, regex.find_all(text));
   std::string out;
@@ -29,18 +17,8 @@ StatusOr<std::string> replace_regex(const std::string& text, const RegexSplitter
 }
 
 std::string strip_white_space(const std::string& text, bool left, bool right) {
-  size_t begin = 0;
-  size_t end = text.size();
-  while (left && begin < end) {
-    const auto c = unicode::code_point_at(text, begin);
-    if (!unicode::is_white_space(c.value)) break;
-    begin += c.length;
-  }
-  while (right && end > begin) {
-    const auto c = unicode::code_point_before(text, end);
-    if (!unicode::is_white_space(c.value)) break;
-    end -= c.length;
-  }
+  const size_t begin = left ? unicode::white_space_run_end(text, 0) : 0;
+  const size_t end = right ? std::max(begin, unicode::white_space_run_start(text, text.size())) : text.size();
   return text.substr(begin, end - begin);
 }
 
@@ -48,20 +26,14 @@ std::string strip_white_space(const std::string& text, bool left, bool right) {
 
 StatusOr<Normalizer> Normalizer::parse(const json& node, const std::string& path) {
   Normalizer normalizer;
-  if (!node.is_null()) KUIPER_RETURN_IF_ERROR(normalizer.add(node, path));
+  KUIPER_ASSIGN_OR_RETURN(const std::vector<json> steps, component_steps(node, "normalizers", path + ": normalizer"));
+  for (const json& step : steps) KUIPER_RETURN_IF_ERROR(normalizer.add(step, path));
   return normalizer;
 }
 
 Status Normalizer::add(const json& node, const std::string& path) {
   const std::string type = type_of(node);
   const std::string where = path + ": normalizer " + type;
-  if (type == "Sequence") {
-    if (!node.contains("normalizers") || !node["normalizers"].is_array()) {
-      return invalid_format(where + " has no \"normalizers\" list");
-    }
-    for (const json& inner : node["normalizers"]) KUIPER_RETURN_IF_ERROR(add(inner, path));
-    return ok_status();
-  }
   Step step{};
   if (type == "Prepend") {
     step.kind = Kind::kPrepend;
@@ -109,7 +81,7 @@ StatusOr<std::string> Normalizer::apply(std::string text) const {
         if (step.regex) {
           KUIPER_ASSIGN_OR_RETURN(text, replace_regex(text, *step.regex, step.text));
         } else {
-          text = replace_literal(text, step.literal, step.text);
+          text = unicode::replace_all(text, step.literal, step.text);
         }
         break;
       }

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "kuiper/tokenizer/byte_level_alphabet.h"
+#include "kuiper/tokenizer/unicode_text.h"
 
 namespace kuiper::hf {
 namespace {
@@ -108,36 +109,18 @@ Status split_pieces(std::vector<Piece>& pieces, const RegexSplitter& regex, PreT
   return ok_status();
 }
 
-std::string replace_all(const std::string& text, char from, const std::string& to) {
-  std::string out;
-  for (const char c : text) {
-    if (c == from) {
-      out += to;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 StatusOr<PreTokenizer> PreTokenizer::parse(const json& node, const std::string& path) {
   PreTokenizer pre;
-  if (!node.is_null()) KUIPER_RETURN_IF_ERROR(pre.add(node, path));
+  KUIPER_ASSIGN_OR_RETURN(const std::vector<json> steps, component_steps(node, "pretokenizers", path + ": pre-tokenizer"));
+  for (const json& step : steps) KUIPER_RETURN_IF_ERROR(pre.add(step, path));
   return pre;
 }
 
 Status PreTokenizer::add(const json& node, const std::string& path) {
   const std::string type = type_of(node);
   const std::string where = path + ": pre-tokenizer " + type;
-  if (type == "Sequence") {
-    if (!node.contains("pretokenizers") || !node["pretokenizers"].is_array()) {
-      return invalid_format(where + " has no \"pretokenizers\" list");
-    }
-    for (const json& inner : node["pretokenizers"]) KUIPER_RETURN_IF_ERROR(add(inner, path));
-    return ok_status();
-  }
   Step step{};
   if (type == "Split") {
     step.kind = Kind::kSplit;
@@ -211,7 +194,7 @@ StatusOr<std::vector<Piece>> PreTokenizer::apply(std::vector<Piece> pieces) cons
         break;
       case Kind::kMetaspace:
         for (Piece& piece : pieces) {
-          piece.text = replace_all(piece.text, ' ', step.replacement);
+          piece.text = unicode::replace_all(piece.text, " ", step.replacement);
           const bool prepend = step.prepend == Prepend::kAlways ||
                                (step.prepend == Prepend::kFirst && piece.at_text_start);
           if (prepend && !piece.text.starts_with(step.replacement)) piece.text.insert(0, step.replacement);

@@ -105,6 +105,36 @@ CodePoint code_point_before(std::string_view text, size_t end) {
 
 bool is_white_space(char32_t c) { return u_isUWhiteSpace(static_cast<UChar32>(c)); }
 
+size_t white_space_run_start(std::string_view text, size_t end) {
+  while (end > 0) {
+    const CodePoint c = code_point_before(text, end);
+    if (!is_white_space(c.value)) break;
+    end -= c.length;
+  }
+  return end;
+}
+
+size_t white_space_run_end(std::string_view text, size_t start) {
+  while (start < text.size()) {
+    const CodePoint c = code_point_at(text, start);
+    if (!is_white_space(c.value)) break;
+    start += c.length;
+  }
+  return start;
+}
+
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  size_t start = 0;
+  for (size_t at = text.find(from); at != std::string_view::npos; at = text.find(from, start)) {
+    out.append(text.substr(start, at - start));
+    out.append(to);
+    start = at + from.size();
+  }
+  out.append(text.substr(start));
+  return out;
+}
+
 bool is_word_char(char32_t c) {
   const auto cp = static_cast<UChar32>(c);
   if (u_hasBinaryProperty(cp, UCHAR_ALPHABETIC) || u_hasBinaryProperty(cp, UCHAR_JOIN_CONTROL)) return true;

@@ -29,6 +29,13 @@ CodePoint code_point_before(std::string_view text, size_t end);
 
 // Unicode White_Space (Rust's char::is_whitespace, regex \s).
 bool is_white_space(char32_t c);
+// Where the run of white space that ends at byte `end` starts.
+size_t white_space_run_start(std::string_view text, size_t end);
+// Where the run of white space that starts at byte `start` ends.
+size_t white_space_run_end(std::string_view text, size_t start);
+
+// `text` with every occurrence of `from` (non-empty), left to right, replaced by `to`.
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
 // Rust regex's \w: Alphabetic, marks, decimal digits, connector punctuation, join controls.
 bool is_word_char(char32_t c);
 
