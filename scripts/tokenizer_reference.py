@@ -29,14 +29,14 @@ Usage: tokenizer_reference.py --tool build/demo/kuiper_tokenize [--source-dir .]
 """
 import argparse
 import base64
+import copy
+import gzip
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
-
-import gzip
 
 import sentencepiece
 import tiktoken
@@ -309,6 +309,13 @@ def check_hf_families(tool, report, src, work, ranks, llama3_specials, texts):
     files["qwen2"] = hf_tokenizer_files.qwen(vocab, merges, qwen3=False)
     files["qwen3"] = hf_tokenizer_files.qwen(vocab, merges, qwen3=True)
     files["smollm2"] = hf_tokenizer_files.smollm2(vocab, merges)
+    files["mistral-metaspace-split"] = copy.deepcopy(files["mistral-metaspace"])
+    files["mistral-metaspace-split"]["pre_tokenizer"]["split"] = True
+    # ByteLevel's add_prefix_space, on its own regex and after a Split (a space before each piece).
+    files["phi-2-prefix-space"] = copy.deepcopy(real["phi-2"])
+    files["phi-2-prefix-space"]["pre_tokenizer"]["add_prefix_space"] = True
+    files["qwen2-prefix-space"] = copy.deepcopy(files["qwen2"])
+    files["qwen2-prefix-space"]["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = True
     for variant in ["mixed-affixes", "mixed-behaviors", "mixed-never"]:
         files[variant] = hf_tokenizer_files.mixed(texts[:200], variant)
     paths = {}
