@@ -135,6 +135,12 @@ TEST(HfBpeTokenizer, RefusesWhatItWouldGetWrong) {
   doc["model"]["dropout"] = 0.1;
   expect_refused(doc, "dropout", StatusCode::kUnsupported, "dropout");
 
+  json nested = {{"type", "Lowercase"}};
+  for (int depth = 0; depth < 1000; ++depth) nested = {{"type", "Sequence"}, {"normalizers", {nested}}};
+  doc = tiny_tokenizer(false);
+  doc["normalizer"] = nested;
+  expect_refused(doc, "deep_sequence", StatusCode::kInvalidFormat, "nest deeper");
+
   doc = tiny_tokenizer(false);
   doc["model"]["merges"].push_back("q z");  // "qz" is not in the vocab
   expect_refused(doc, "bad_merge", StatusCode::kInvalidFormat, "merge 9");

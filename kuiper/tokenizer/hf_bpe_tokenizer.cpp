@@ -68,8 +68,10 @@ Status parse_post_processor(const json& processor, const std::string& path, Temp
   const std::string type = hf::type_of(processor);
   if (type == "TemplateProcessing") return parse_template(processor, path, out);
   if (type == "ByteLevel") return ok_status();
-  if (type == "Sequence" && processor.contains("processors") && processor["processors"].is_array()) {
-    for (const json& inner : processor["processors"]) KUIPER_RETURN_IF_ERROR(parse_post_processor(inner, path, out));
+  if (type == "Sequence") {
+    KUIPER_ASSIGN_OR_RETURN(const std::vector<json> steps,
+                            hf::component_steps(processor, "processors", path + ": post_processor"));
+    for (const json& step : steps) KUIPER_RETURN_IF_ERROR(parse_post_processor(step, path, out));
     return ok_status();
   }
   return unsupported(path + ": post_processor \"" + type +

@@ -40,20 +40,35 @@ std::string type_of(const json& component) {
   return component["type"].get<std::string>();
 }
 
-StatusOr<std::vector<json>> component_steps(const json& component, const char* list_key, const std::string& where) {
-  std::vector<json> steps;
-  if (component.is_null()) return steps;
+namespace {
+
+// Real files nest Sequences one or two deep; a hostile one must not exhaust the stack.
+constexpr int kMaxSequenceDepth = 16;
+
+Status collect_steps(const json& component, const char* list_key, const std::string& where, int depth,
+                     std::vector<json>& steps) {
+  if (component.is_null()) return ok_status();
   if (type_of(component) != "Sequence") {
     steps.push_back(component);
-    return steps;
+    return ok_status();
+  }
+  if (depth >= kMaxSequenceDepth) {
+    return invalid_format(where + " Sequences nest deeper than " + std::to_string(kMaxSequenceDepth));
   }
   if (!component.contains(list_key) || !component[list_key].is_array()) {
     return invalid_format(where + " Sequence has no \"" + list_key + "\" list");
   }
   for (const json& inner : component[list_key]) {
-    KUIPER_ASSIGN_OR_RETURN(std::vector<json> inner_steps, component_steps(inner, list_key, where));
-    steps.insert(steps.end(), inner_steps.begin(), inner_steps.end());
+    KUIPER_RETURN_IF_ERROR(collect_steps(inner, list_key, where, depth + 1, steps));
   }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<std::vector<json>> component_steps(const json& component, const char* list_key, const std::string& where) {
+  std::vector<json> steps;
+  KUIPER_RETURN_IF_ERROR(collect_steps(component, list_key, where, 0, steps));
   return steps;
 }
 
