@@ -135,6 +135,14 @@ TEST(HfBpeTokenizer, RefusesWhatItWouldGetWrong) {
   doc["model"]["dropout"] = 0.1;
   expect_refused(doc, "dropout", StatusCode::kUnsupported, "dropout");
 
+  doc = tiny_tokenizer(false);
+  doc["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  expect_refused(doc, "bad_regex", StatusCode::kInvalidFormat, "pre-tokenizer Split: pre-tokenizer pattern does not compile");
+
+  doc = tiny_tokenizer(false);
+  doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
+  expect_refused(doc, "two_char_replacement", StatusCode::kInvalidFormat, "not a single character");
+
   json nested = {{"type", "Lowercase"}};
   for (int depth = 0; depth < 1000; ++depth) nested = {{"type", "Sequence"}, {"normalizers", {nested}}};
   doc = tiny_tokenizer(false);

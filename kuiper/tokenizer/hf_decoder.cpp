@@ -34,7 +34,7 @@ Status Decoder::add(const json& node, const std::string& path) {
     step.kind = Kind::kByteFallback;
   } else if (type == "Strip") {
     step.kind = Kind::kStrip;
-    KUIPER_ASSIGN_OR_RETURN(step.content, string_field(node, "content", where));
+    KUIPER_ASSIGN_OR_RETURN(step.content, char_field(node, "content", where, ""));
     KUIPER_ASSIGN_OR_RETURN(const int64_t start, count_field(node, "start", where, 0));
     KUIPER_ASSIGN_OR_RETURN(const int64_t stop, count_field(node, "stop", where, 0));
     // The end of a streamed sequence is not known while streaming.
@@ -44,7 +44,7 @@ Status Decoder::add(const json& node, const std::string& path) {
   } else if (type == "Metaspace") {
     if (fused_) return unsupported(where + " after Fuse is not supported");
     step.kind = Kind::kMetaspace;
-    KUIPER_ASSIGN_OR_RETURN(step.from, string_field(node, "replacement", where, "\xE2\x96\x81"));
+    KUIPER_ASSIGN_OR_RETURN(step.from, char_field(node, "replacement", where, "\xE2\x96\x81"));
     KUIPER_ASSIGN_OR_RETURN(const std::string scheme, string_field(node, "prepend_scheme", where, "always"));
     KUIPER_ASSIGN_OR_RETURN(const bool add_prefix_space, bool_field(node, "add_prefix_space", where, true));
     step.prepends = scheme != "never" && add_prefix_space;

@@ -1,5 +1,7 @@
 #include "kuiper/tokenizer/hf_json_fields.h"
 
+#include "kuiper/tokenizer/utf8.h"
+
 namespace kuiper::hf {
 
 StatusOr<int32_t> token_id(const json& value, const std::string& where) {
@@ -38,6 +40,21 @@ StatusOr<int64_t> count_field(const json& object, const char* key, const std::st
 std::string type_of(const json& component) {
   if (!component.is_object() || !component.contains("type") || !component["type"].is_string()) return "";
   return component["type"].get<std::string>();
+}
+
+StatusOr<std::shared_ptr<const RegexSplitter>> compile_regex(const std::string& pattern, const std::string& where) {
+  auto compiled = RegexSplitter::compile(pattern);
+  if (!compiled.ok()) return invalid_format(where + ": " + compiled.status().message());
+  return compiled;
+}
+
+StatusOr<std::string> char_field(const json& object, const char* key, const std::string& where,
+                                 const std::string& fallback) {
+  KUIPER_ASSIGN_OR_RETURN(std::string value, string_field(object, key, where, fallback));
+  if (value.empty() || utf8::valid_char_length(value) != value.size()) {
+    return invalid_format(where + ": \"" + key + "\" is not a single character");
+  }
+  return value;
 }
 
 namespace {

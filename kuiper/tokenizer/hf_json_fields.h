@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "kuiper/base/status.h"
+#include "kuiper/tokenizer/regex_splitter.h"
 
 namespace kuiper::hf {
 
@@ -31,6 +33,11 @@ StatusOr<int64_t> count_field(const json& object, const char* key, const std::st
 std::string type_of(const json& component);
 // The steps of a component in order: the component itself, or, for a "Sequence", the entries of
 // its `list_key` list (nested Sequences flattened). None for null.
+// A regex read from the file, compiled; a failure names `where`.
+StatusOr<std::shared_ptr<const RegexSplitter>> compile_regex(const std::string& pattern, const std::string& where);
+// A string field that must hold exactly one character (tokenizers reads it as a Rust char).
+StatusOr<std::string> char_field(const json& object, const char* key, const std::string& where, const std::string& fallback);
+
 StatusOr<std::vector<json>> component_steps(const json& component, const char* list_key, const std::string& where);
 
 }  // namespace kuiper::hf

@@ -45,7 +45,7 @@ Status Normalizer::add(const json& node, const std::string& path) {
     KUIPER_ASSIGN_OR_RETURN(step.literal, string_field(pattern, "String", where));
     KUIPER_ASSIGN_OR_RETURN(const std::string regex, string_field(pattern, "Regex", where));
     if (!regex.empty()) {
-      KUIPER_ASSIGN_OR_RETURN(step.regex, RegexSplitter::compile(regex));
+      KUIPER_ASSIGN_OR_RETURN(step.regex, compile_regex(regex, where));
     } else if (step.literal.empty()) {
       return invalid_format(where + " has no (non-empty) String or Regex pattern");
     }

@@ -129,7 +129,7 @@ Status PreTokenizer::add(const json& node, const std::string& path) {
     KUIPER_ASSIGN_OR_RETURN(std::string regex, string_field(pattern, "Regex", where));
     if (regex.empty()) regex = escape_regex(literal);
     if (regex.empty()) return invalid_format(where + " has no (non-empty) String or Regex pattern");
-    KUIPER_ASSIGN_OR_RETURN(step.regex, RegexSplitter::compile(regex));
+    KUIPER_ASSIGN_OR_RETURN(step.regex, compile_regex(regex, where));
     KUIPER_ASSIGN_OR_RETURN(const std::string behavior, string_field(node, "behavior", where));
     KUIPER_ASSIGN_OR_RETURN(step.behavior, parse_behavior(behavior, where));
     KUIPER_ASSIGN_OR_RETURN(step.invert, bool_field(node, "invert", where, false));
@@ -147,8 +147,7 @@ Status PreTokenizer::add(const json& node, const std::string& path) {
     }
   } else if (type == "Metaspace") {
     step.kind = Kind::kMetaspace;
-    KUIPER_ASSIGN_OR_RETURN(step.replacement, string_field(node, "replacement", where));
-    if (step.replacement.empty()) return invalid_format(where + " has no replacement character");
+    KUIPER_ASSIGN_OR_RETURN(step.replacement, char_field(node, "replacement", where, ""));
     KUIPER_ASSIGN_OR_RETURN(const std::string scheme, string_field(node, "prepend_scheme", where, "always"));
     if (scheme == "always") {
       step.prepend = Prepend::kAlways;
