@@ -8,14 +8,19 @@ reference text. References:
 
   llama3       models/tokenizers/llama3/tokenizer.model   tiktoken.Encoding (ranks + the LLaMA 3
                                                            pattern + Meta's 256 special tokens)
-  llama3-hf    a tokenizer.json generated here from the   the same tiktoken.Encoding (and, when
-               same ranks (both merge spellings)           the `tokenizers` package is
-                                                           installed, HF's own library on it)
+  llama3-hf    a tokenizer.json generated here from the   the same tiktoken.Encoding
+               same ranks (both merge spellings)
   llama2       models/tokenizers/llama2/tokenizer.model   sentencepiece
   tok512       models/stories260K/tok512.model            sentencepiece
   llama2c-bin  tok512.bin, and llama2's tokenizer.bin     sentencepiece on the matching .model,
                when ../shared/assets has it                on the cases where the two algorithms
                                                            agree by design (see below)
+  hf families  real tokenizer.json files (Phi-3-mini,     the tokenizers library (HF's own) on
+  (--hf-only)  phi-2: test/data/tokenizers) and files      the same file: ids with and without
+               of the TinyLlama, LLaMA-2-hf, Mistral,      special-token parsing and BOS, decode
+               LLaMA 3, Qwen2, Qwen3, SmolLM2 layouts      of the ids and of every id alone;
+               written from them (hf_tokenizer_files.py)   tokenizer.model and TinyLlama's
+                                                           tokenizer.json give the same ids
 
 Exits non-zero on the first mismatch of any check, printing the case. Nothing here is a
 golden file: every expected id comes from a reference library at run time.
@@ -24,6 +29,8 @@ Usage: tokenizer_reference.py --tool build/demo/kuiper_tokenize [--source-dir .]
 """
 import argparse
 import base64
+import copy
+import gzip
 import json
 import os
 import re
@@ -33,10 +40,20 @@ import tempfile
 
 import sentencepiece
 import tiktoken
+import tokenizers
 from tiktoken.load import load_tiktoken_bpe
 
-LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
-                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+import hf_tokenizer_files
+from hf_tokenizer_files import LLAMA3_PATTERN
+
+# Cases for the tokenizer.json checks only: SentencePiece's own decoder drops every leading
+# "▁"-only piece of a sequence, which kuiper's token-by-token SentencePiece decode does not
+# (tok512 decodes this case with five leading spaces), so it stays out of the shared corpus.
+HF_ONLY_CASES = ["\u2581 \u2581\u2581 already\u2581metaspace\u2581", "\u2581", " \u2581x"]
+
+# Bytes that are not UTF-8: tokenizers takes only str, so neither side can encode them; kuiper
+# must refuse them with an error rather than guess.
+INVALID_UTF8 = [b"\xff", b"abc\x80def", b"\xe4\xb8", b"\xed\xa0\x80 surrogate", b"caf\xc3", b"\xc0\xaf overlong"]
 
 
 def llama3_special_tokens():
@@ -86,6 +103,12 @@ class Tool:
         flags = (["--bos"] if bos else []) + (["--allow-special"] if allow_special else [])
         lines = self._run(tokenizer, [t.encode("utf-8").hex() for t in texts], flags)
         return [[int(x) for x in line.split()] for line in lines]
+
+    def refuses(self, tokenizer, raw):
+        """Whether encoding the bytes `raw` fails, and the message."""
+        result = subprocess.run([self.path, "-t", tokenizer, "--batch"], input=raw.hex().encode() + b"\n",
+                                capture_output=True)
+        return result.returncode != 0, result.stderr.decode(errors="replace").strip()
 
     def decode(self, tokenizer, id_lists):
         lines = self._run(tokenizer, [" ".join(map(str, ids)) for ids in id_lists], ["--decode"])
@@ -207,77 +230,102 @@ def check_llama2c(tool, report, name, bin_path, sp, texts):
                  "decoded bytes")
 
 
-def write_hf_tokenizer_json(ranks, special_names, path, merges_as_pairs):
-    """A byte-level BPE tokenizer.json equivalent to the tiktoken ranks, as HF's converters make.
-
-    A merge is every split of a token into two tokens; merges are ordered by the rank of the
-    token they make (then by the ranks of the halves), so that "lowest merge first" picks what
-    tiktoken's "lowest merged rank first" picks.
-    """
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) +
-                 list(range(0xAE, 0xFF + 1)))
-    alphabet, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            alphabet[b] = chr(b)
-        else:
-            alphabet[b] = chr(256 + extra)
-            extra += 1
-
-    def spell(token):
-        return "".join(alphabet[b] for b in token)
-
-    merges = []
-    for token, rank in ranks.items():
-        splits = [(ranks[token[:i]], ranks[token[i:]], token[:i], token[i:])
-                  for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
-        for left_rank, right_rank, left, right in sorted(splits):
-            merges.append((rank, left_rank, right_rank, left, right))
-    merges.sort()
-    base = len(ranks)
-    spelled_merges = [[spell(l), spell(r)] if merges_as_pairs else f"{spell(l)} {spell(r)}"
-                      for _, _, _, l, r in merges]
-    doc = {
-        "version": "1.0",
-        "added_tokens": [{"id": base + i, "content": s, "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": False, "special": True}
-                         for i, s in enumerate(special_names)],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": LLAMA3_PATTERN}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
-        "post_processor": {"type": "TemplateProcessing",
-                           "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
-                                      {"Sequence": {"id": "A", "type_id": 0}}],
-                           "pair": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
-                                    {"Sequence": {"id": "A", "type_id": 0}},
-                                    {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 1}},
-                                    {"Sequence": {"id": "B", "type_id": 1}}],
-                           "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>",
-                                                                    "ids": [base], "tokens": ["<|begin_of_text|>"]}}},
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                  "ignore_merges": True,
-                  "vocab": {spell(token): rank for token, rank in ranks.items()},
-                  "merges": spelled_merges},
-    }
+def write_json(doc, path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False)
+    return path
 
 
-def check_hf_library(report, json_path, encoding, texts):
-    """HF's own library on the generated file, so that the file is known to mean what we think."""
-    try:
-        import tokenizers
-    except ImportError:
-        report.lines.append("llama3-hf: `tokenizers` not installed, generated file not cross-checked")
-        return
-    hf = tokenizers.Tokenizer.from_file(json_path)
-    expected = [encoding.encode(t, allowed_special="all") for t in texts]
-    actual = [hf.encode(t, add_special_tokens=False).ids for t in texts]
-    report.check("llama3-hf generated file: HF tokenizers library vs tiktoken", texts, expected, actual)
+def check_hf_file(tool, report, name, path, texts, invalid_utf8=False):
+    """kuiper against the tokenizers library on one tokenizer.json, every option combination.
+
+    allow_special=0 is tokenizers' encode_special_tokens=True (special added tokens stay text,
+    other added tokens are still matched); bos=1 is add_special_tokens=True (the post-processor's
+    template). Decoding is tokenizers' decode with skip_special_tokens=False.
+    """
+    hf = tokenizers.Tokenizer.from_file(path)
+    for allow in [False, True]:
+        hf.encode_special_tokens = not allow
+        for bos in [False, True]:
+            label = f"{name} bos={int(bos)} allow_special={int(allow)}"
+            expected = [hf.encode(t, add_special_tokens=bos).ids for t in texts]
+            if not report.check(label, texts, expected, tool.encode(path, texts, bos, allow)):
+                return
+            want = [hf.decode(ids, skip_special_tokens=False).encode() for ids in expected]
+            if not report.check(f"{label} decode", texts, want, tool.decode(path, expected), "decoded bytes"):
+                return
+    # Every id decoded alone (first-token rules) and after an ordinary token. kuiper hands out
+    # bytes (a character may span tokens); U+FFFD for what is not UTF-8 is the reader's, here
+    # Python's, as it is Rust's from_utf8_lossy in tokenizers.
+    hf.encode_special_tokens = True
+    size = max(hf.get_vocab(with_added_tokens=True).values()) + 1
+    step = max(1, size // 40000)
+    lead = hf.encode("a", add_special_tokens=False).ids[-1:]
+    for prefix in [[], lead]:
+        sequences = [prefix + [i] for i in range(0, size, step)]
+        want = [hf.decode(ids, skip_special_tokens=False) for ids in sequences]
+        got = [b.decode("utf-8", "replace") for b in tool.decode(path, sequences)]
+        which = "every id" if step == 1 else f"every {step}th id"
+        if not report.check(f"{name} decode of {which}{' after an ordinary token' if prefix else ''}",
+                            sequences, want, got, "decoded text"):
+            return
+    for raw in INVALID_UTF8 if invalid_utf8 else []:
+        try:
+            hf.encode(raw.decode("utf-8", "surrogateescape"))
+            report.check(f"{name} reference refuses invalid UTF-8", [repr(raw)], ["refused"], ["encoded"])
+            return
+        except Exception:
+            pass
+        refused, message = tool.refuses(path, raw)
+        if not refused or "UTF-8" not in message:
+            report.check(f"{name} invalid UTF-8", [repr(raw)], ["refused: not valid UTF-8"], [message])
+            return
+    if invalid_utf8:
+        report.lines.append(f"{name}: {len(INVALID_UTF8)} invalid UTF-8 inputs refused by both")
+
+
+def check_same_ids(tool, report, name, path_a, path_b, texts):
+    """Two tokenizer files of one model (tokenizer.model beside tokenizer.json) agree in kuiper."""
+    for bos, allow in [(False, False), (True, False), (True, True)]:
+        report.check(f"{name} bos={int(bos)} allow_special={int(allow)}", texts, tool.encode(path_a, texts, bos, allow),
+                     tool.encode(path_b, texts, bos, allow))
+
+
+def check_hf_families(tool, report, src, work, ranks, llama3_specials, texts):
+    """Real tokenizer.json files committed under test/data/tokenizers, and files of each family's
+    layout written from them and from the LLaMA 3 ranks (hf_tokenizer_files.py says which)."""
+    real = {}
+    for name in ["phi-3-mini", "phi-2"]:
+        with gzip.open(os.path.join(src, f"test/data/tokenizers/{name}.tokenizer.json.gz"), "rb") as f:
+            real[name] = json.loads(f.read())
+        check_hf_file(tool, report, f"{name} (real tokenizer.json)", write_json(real[name], os.path.join(
+            work, name, "tokenizer.json")), texts, invalid_utf8=True)
+    files = {}
+    for variant in ["tinyllama", "llama2-hf", "mistral-normalizer", "mistral-metaspace", "mistral-metaspace-decoder"]:
+        files[variant] = hf_tokenizer_files.sentencepiece_style(real["phi-3-mini"], variant)
+    vocab, merges = hf_tokenizer_files.byte_level_bpe(ranks)
+    files["llama3"] = hf_tokenizer_files.llama3(vocab, merges, llama3_specials, merges_as_pairs=False)
+    files["qwen2"] = hf_tokenizer_files.qwen(vocab, merges, qwen3=False)
+    files["qwen3"] = hf_tokenizer_files.qwen(vocab, merges, qwen3=True)
+    files["smollm2"] = hf_tokenizer_files.smollm2(vocab, merges)
+    files["mistral-metaspace-split"] = copy.deepcopy(files["mistral-metaspace"])
+    files["mistral-metaspace-split"]["pre_tokenizer"]["split"] = True
+    # ByteLevel's add_prefix_space, on its own regex and after a Split (a space before each piece).
+    files["phi-2-prefix-space"] = copy.deepcopy(real["phi-2"])
+    files["phi-2-prefix-space"]["pre_tokenizer"]["add_prefix_space"] = True
+    files["qwen2-prefix-space"] = copy.deepcopy(files["qwen2"])
+    files["qwen2-prefix-space"]["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = True
+    for variant in ["mixed-affixes", "mixed-behaviors", "mixed-never"]:
+        files[variant] = hf_tokenizer_files.mixed(texts[:200], variant)
+    paths = {}
+    for variant, doc in files.items():
+        paths[variant] = write_json(doc, os.path.join(work, f"hf-{variant}", "tokenizer.json"))
+        check_hf_file(tool, report, f"{variant} (tokenizer.json of that layout)", paths[variant], texts)
+    # TinyLlama and LLaMA-2-*-hf ship tokenizer.model beside tokenizer.json: both must give the
+    # same ids (allow_special included: <s>, </s>, <unk> are special in both).
+    check_same_ids(tool, report, "tokenizer.model vs TinyLlama-layout tokenizer.json",
+                   os.path.join(src, "models/tokenizers/llama2/tokenizer.model"), paths["tinyllama"], texts)
 
 
 def main():
@@ -289,6 +337,10 @@ def main():
                         help="extra tokenizers and text (llama2 tokenizer.bin, TinyStories); default "
                              "../shared/assets beside the repository, skipped when that is absent; "
                              "given explicitly, every file it should hold must be there")
+    parser.add_argument("--hf-only", action="store_true",
+                        help="only the tokenizer.json checks against the tokenizers library")
+    parser.add_argument("--no-hf", action="store_true",
+                        help="everything but the tokenizer.json checks against the tokenizers library")
     args = parser.parse_args()
     src = os.path.abspath(args.source_dir)
     asked_for_shared = args.shared_dir is not None
@@ -313,19 +365,26 @@ def main():
     llama3 = os.path.join(src, "models/tokenizers/llama3/tokenizer.model")
     ranks = load_tiktoken_bpe(llama3)
     specials = llama3_special_tokens()
+    if args.hf_only:
+        work = args.work_dir or tempfile.mkdtemp()
+        check_hf_families(tool, report, src, work, ranks, specials, texts + HF_ONLY_CASES)
+        print("\n".join(report.lines))
+        return 1 if report.failed else 0
     encoding = tiktoken.Encoding(name="llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks,
                                  special_tokens={s: len(ranks) + i for i, s in enumerate(specials)})
     check_tiktoken(tool, report, "llama3 (tiktoken)", llama3, encoding, texts, specials)
 
     with tempfile.TemporaryDirectory() as temp:
         work = args.work_dir or temp
+        vocab, merges = hf_tokenizer_files.byte_level_bpe(ranks)
         for as_pairs in [False, True]:
-            json_path = os.path.join(work, f"llama3-hf-{'pairs' if as_pairs else 'strings'}", "tokenizer.json")
-            write_hf_tokenizer_json(ranks, specials, json_path, as_pairs)
+            doc = hf_tokenizer_files.llama3(vocab, merges, specials, as_pairs)
+            json_path = write_json(doc, os.path.join(work, f"llama3-hf-{'pairs' if as_pairs else 'strings'}",
+                                                     "tokenizer.json"))
             label = f"llama3-hf (tokenizer.json, merges as {'pairs' if as_pairs else 'strings'})"
             check_tiktoken(tool, report, label, json_path, encoding, texts, specials)
-            if not as_pairs:
-                check_hf_library(report, json_path, encoding, texts)
+        if not args.no_hf:
+            check_hf_families(tool, report, src, work, ranks, specials, texts + HF_ONLY_CASES)
 
     for name, model in [("llama2 (sentencepiece)", "models/tokenizers/llama2/tokenizer.model"),
                         ("tok512 (sentencepiece)", "models/stories260K/tok512.model")]:

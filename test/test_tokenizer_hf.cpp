@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <gtest/gtest.h>
 
+#include "kuiper/tokenizer/hf_tokenizer_json.h"
 #include "kuiper/tokenizer/tokenizer.h"
 #include "test/test_util.h"
 
@@ -57,11 +58,12 @@ json tiny_tokenizer(bool merges_as_pairs) {
     }
   }
   return {
-      {"added_tokens", {{{"id", 300}, {"content", "<|end|>"}, {"special", true}},
-                        {{"id", 301}, {"content", "[sep]"}, {"special", false}}}},
+      {"added_tokens", {{{"id", 265}, {"content", "<|end|>"}, {"special", true}},
+                        {{"id", 266}, {"content", "[sep]"}, {"special", false}}}},
       {"normalizer", nullptr},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}}};
 }
 
@@ -89,29 +91,107 @@ TEST(HfBpeTokenizer, BothMergeSpellingsGiveTheSameIds) {
 TEST(HfBpeTokenizer, AddedTokens) {
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(write_json("added", tiny_tokenizer(false))));
   EXPECT_EQ(tokenizer->bos_id(), -1);  // nothing marks one
-  EXPECT_EQ(tokenizer->special_token("<|end|>"), 300);
+  EXPECT_EQ(tokenizer->special_token("<|end|>"), 265);
   KUIPER_ASSERT_OK_AND_ASSIGN(auto plain, tokenizer->encode("a[sep]b<|end|>", {.add_bos = true}));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto special, tokenizer->encode("a[sep]b<|end|>", {.allow_special = true}));
   // Non-special added tokens are always matched, special ones only when allowed.
-  EXPECT_EQ(std::count(plain.begin(), plain.end(), 301), 1);
-  EXPECT_EQ(std::count(plain.begin(), plain.end(), 300), 0);
-  EXPECT_EQ(special.back(), 300);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 266), 1);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 265), 0);
+  EXPECT_EQ(special.back(), 265);
   EXPECT_EQ(tokenizer->decode(plain), "a[sep]b<|end|>");
   EXPECT_EQ(tokenizer->decode(special), "a[sep]b<|end|>");
 }
 
-TEST(HfBpeTokenizer, RefusesWhatItWouldGetWrong) {
-  json with_normalizer = tiny_tokenizer(false);
-  with_normalizer["normalizer"] = {{"type", "NFC"}};
-  auto loaded = load_tokenizer(write_json("normalizer", with_normalizer));
-  ASSERT_FALSE(loaded.ok());
-  EXPECT_EQ(loaded.status().code(), StatusCode::kUnsupported);
+// A refusal must name what is unsupported, so that a user knows why the file does not load.
+void expect_refused(const json& doc, const std::string& name, StatusCode code, const std::string& words) {
+  const auto loaded = load_tokenizer(write_json(name, doc));
+  ASSERT_FALSE(loaded.ok()) << name;
+  EXPECT_EQ(loaded.status().code(), code) << loaded.status().to_string();
+  EXPECT_NE(loaded.status().message().find(words), std::string::npos) << loaded.status().to_string();
+}
 
-  json bad_merge = tiny_tokenizer(false);
-  bad_merge["model"]["merges"].push_back("q z");  // "qz" is not in the vocab
-  loaded = load_tokenizer(write_json("bad_merge", bad_merge));
-  ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.status().message().find("merge 9"), std::string::npos) << loaded.status().to_string();
+TEST(HfBpeTokenizer, RefusesWhatItWouldGetWrong) {
+  json doc = tiny_tokenizer(false);
+  doc["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}};
+  expect_refused(doc, "normalizer", StatusCode::kUnsupported, "normalizer \"Precompiled\"");
+
+  doc = tiny_tokenizer(false);
+  doc["pre_tokenizer"] = {{"type", "Punctuation"}, {"behavior", "Contiguous"}};
+  expect_refused(doc, "pre_tokenizer", StatusCode::kUnsupported, "pre-tokenizer \"Punctuation\"");
+
+  doc = tiny_tokenizer(false);
+  doc["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}};
+  expect_refused(doc, "decoder", StatusCode::kUnsupported, "decoder \"WordPiece\"");
+
+  doc = tiny_tokenizer(false);
+  doc["post_processor"] = {{"type", "RobertaProcessing"}};
+  expect_refused(doc, "post_processor", StatusCode::kUnsupported, "post_processor \"RobertaProcessing\"");
+
+  doc = tiny_tokenizer(false);
+  doc["model"]["type"] = "Unigram";
+  expect_refused(doc, "unigram", StatusCode::kUnsupported, "model type \"Unigram\"");
+
+  doc = tiny_tokenizer(false);
+  doc["model"]["dropout"] = 0.1;
+  expect_refused(doc, "dropout", StatusCode::kUnsupported, "dropout");
+
+  doc = tiny_tokenizer(false);
+  doc["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  expect_refused(doc, "bad_regex", StatusCode::kInvalidFormat, "pre-tokenizer Split: pre-tokenizer pattern does not compile");
+
+  doc = tiny_tokenizer(false);
+  doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
+  expect_refused(doc, "two_char_replacement", StatusCode::kInvalidFormat, "not a single character");
+
+  json nested = {{"type", "Lowercase"}};
+  for (int depth = 0; depth < 1000; ++depth) nested = {{"type", "Sequence"}, {"normalizers", {nested}}};
+  doc = tiny_tokenizer(false);
+  doc["normalizer"] = nested;
+  expect_refused(doc, "deep_sequence", StatusCode::kInvalidFormat, "nest deeper");
+
+  doc = tiny_tokenizer(false);
+  doc["model"]["merges"].push_back("q z");  // "qz" is not in the vocab
+  expect_refused(doc, "bad_merge", StatusCode::kInvalidFormat, "merge 9");
+
+  doc = tiny_tokenizer(false);
+  doc["model"]["merges"].push_back("a b c");  // tokenizers requires exactly one space
+  expect_refused(doc, "three_part_merge", StatusCode::kInvalidFormat, "merge 9");
+}
+
+TEST(HfBpeTokenizer, RefusesIdsOutOfRange) {
+  for (const json& bad : {json(2147483647), json(2e9), json(1e300), json(-1), json(16777216), json("5"), json(3.5)}) {
+    json doc = tiny_tokenizer(false);
+    doc["added_tokens"][0]["id"] = bad;
+    expect_refused(doc, "added_id", StatusCode::kInvalidFormat, "<|end|>");
+    doc = tiny_tokenizer(false);
+    doc["model"]["vocab"]["hello"] = bad;
+    expect_refused(doc, "vocab_id", StatusCode::kInvalidFormat, "vocab entry \"hello\"");
+  }
+  json doc = tiny_tokenizer(false);
+  doc["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<|end|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"<|end|>", {{"id", "<|end|>"}, {"ids", {1e300}}, {"tokens", {"<|end|>"}}}}}}};
+  expect_refused(doc, "template_id", StatusCode::kInvalidFormat, "special token \"<|end|>\"");
+  // An id the reference library would assign differently is refused, not silently renumbered.
+  doc = tiny_tokenizer(false);
+  doc["added_tokens"][1]["id"] = 5000;
+  expect_refused(doc, "renumbered", StatusCode::kInvalidFormat, "would give it id");
+}
+
+TEST(HfBpeTokenizer, LoadsAnAlreadyParsedDocument) {
+  json doc = tiny_tokenizer(false);
+  doc["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<|end|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"<|end|>", {{"id", "<|end|>"}, {"ids", {265}}, {"tokens", {"<|end|>"}}}}}}};
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_hf_tokenizer_json(doc, "synthetic document"));
+  EXPECT_EQ(tokenizer->bos_id(), 265);  // the template's first token
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto ids, tokenizer->encode("hello", {.add_bos = true}));
+  EXPECT_EQ(ids, (std::vector<int32_t>{265, 259}));
+  const auto refused = load_hf_tokenizer_json(json::array(), "synthetic document");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("synthetic document"), std::string::npos);
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ TEST(LoadTokenizer, BrokenJson) {
   expect_error(load_tokenizer(write_file(dir, "tokenizer.json", "{\"model\": [1, 2")),
                StatusCode::kInvalidFormat, "not valid JSON");
   expect_error(load_tokenizer(write_file(dir, "tokenizer.json", "{\"version\": \"1.0\"}")),
-               StatusCode::kInvalidFormat, "unexpected tokenizer.json layout");
+               StatusCode::kInvalidFormat, "model is missing");
 }
 
 TEST(LoadTokenizer, DirectoryPrefersTokenizerModelOverTokenizerJson) {

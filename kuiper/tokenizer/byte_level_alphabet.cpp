@@ -34,7 +34,31 @@ uint32_t decode_code_point(std::string_view character) {
   return value;
 }
 
+// Byte -> its character, UTF-8 encoded (one or two bytes: all code points are below 0x800).
+std::array<std::string, 256> build_spelling() {
+  const std::array<int, 324> byte_of = build_byte_of_code_point();
+  std::array<std::string, 256> spelling;
+  for (int code_point = 0; code_point < static_cast<int>(byte_of.size()); ++code_point) {
+    if (byte_of[code_point] < 0) continue;
+    std::string& out = spelling[byte_of[code_point]];
+    if (code_point < 0x80) {
+      out = std::string(1, static_cast<char>(code_point));
+    } else {
+      out = {static_cast<char>(0xC0 | (code_point >> 6)), static_cast<char>(0x80 | (code_point & 0x3F))};
+    }
+  }
+  return spelling;
+}
+
 }  // namespace
+
+std::string bytes_to_byte_level(std::string_view bytes) {
+  static const std::array<std::string, 256> spelling = build_spelling();
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const char byte : bytes) out += spelling[static_cast<uint8_t>(byte)];
+  return out;
+}
 
 std::optional<std::string> byte_level_to_bytes(std::string_view text) {
   static const std::array<int, 324> byte_of = build_byte_of_code_point();

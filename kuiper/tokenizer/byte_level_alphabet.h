@@ -13,4 +13,7 @@ namespace kuiper {
 // alphabet (or is not valid UTF-8).
 std::optional<std::string> byte_level_to_bytes(std::string_view text);
 
+// The other direction: every byte of `bytes` spelled as its alphabet character, in UTF-8.
+std::string bytes_to_byte_level(std::string_view bytes);
+
 }  // namespace kuiper

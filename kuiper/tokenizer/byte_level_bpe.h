@@ -1,6 +1,6 @@
-// What tiktoken and HF byte-level BPE have in common: a vocabulary of byte strings that
-// includes every single byte, regex pre-tokenization, and pair merging inside each piece.
-// They differ in the merge rule, which the caller passes in.
+// tiktoken's byte-level BPE: a vocabulary of byte strings that includes every single byte,
+// regex pre-tokenization, and pair merging inside each piece by the rule the caller passes in.
+// (HF tokenizer.json runs through hf_bpe_model, which works on the file's strings.)
 #pragma once
 
 #include <cstdint>
@@ -45,8 +45,7 @@ struct ByteLevelBpe {
   const ByteVocabulary& vocabulary;
   const RegexSplitter& splitter;
   PairMergeRule merge_rule;
-  // Take a piece that is itself a token as that token without merging (tiktoken always does;
-  // HF does when the model says "ignore_merges").
+  // Take a piece that is itself a token as that token without merging.
   bool whole_piece_first;
 
   // Appends the ids of `text` (no special tokens recognised). Fails on invalid UTF-8.

@@ -1,60 +1,87 @@
-// HF tokenizer.json with a byte-level BPE model (LLaMA 3, Qwen, GPT-2 style): model.vocab and
-// model.merges over GPT-2's byte alphabet, added_tokens, and a pre-tokenizer that is a regex
-// Split plus ByteLevel (or ByteLevel doing its own GPT-2 split). A pair merges by its position
-// in model.merges, lowest first. Anything else in the file that would change the ids
-// (normalizers, other pre-tokenizers, subword prefixes) is refused rather than ignored.
+// HF tokenizer.json with a BPE model, as the `tokenizers` library runs it: added tokens are
+// cut out of the raw text (or, for normalized ones, out of the normalized text), each stretch
+// between them is normalized, pre-tokenized and BPE-encoded, and the post-processor's template
+// adds BOS/EOS when asked. Decoding runs the file's decoder chain one token at a time.
+// Components outside the LLaMA-family scope are refused by name, never ignored.
 #include <nlohmann/json.hpp>
 
-#include "kuiper/tokenizer/byte_level_alphabet.h"
-#include "kuiper/tokenizer/byte_level_bpe.h"
-#include "kuiper/tokenizer/special_tokens.h"
+#include "kuiper/tokenizer/hf_added_tokens.h"
+#include "kuiper/tokenizer/hf_bpe_model.h"
+#include "kuiper/tokenizer/hf_decoder.h"
+#include "kuiper/tokenizer/hf_normalizer.h"
+#include "kuiper/tokenizer/hf_pre_tokenizer.h"
+#include "kuiper/tokenizer/hf_tokenizer_json.h"
 #include "kuiper/tokenizer/tokenizer_formats.h"
+#include "kuiper/tokenizer/utf8.h"
 
 namespace kuiper {
 namespace {
 
-using json = nlohmann::json;
+using hf::json;
 
-// When the post-processor does not say which token starts a sequence, these names do.
+// When the post-processor adds no BOS, these names say which token starts a sequence (for
+// chat templates and perplexity); the EOS names end generation.
 constexpr std::string_view kBosNames[] = {"<|begin_of_text|>", "<s>", "<|startoftext|>"};
 constexpr std::string_view kEosNames[] = {"<|end_of_text|>", "<|eot_id|>", "</s>",
                                           "<|endoftext|>", "<|im_end|>"};
 
-bool is_null_or_empty(const json& value) {
-  return value.is_null() || (value.is_string() && value.get<std::string>().empty());
-}
+// What the post-processor puts around the encoded text.
+struct Template {
+  std::vector<int32_t> prefix;
+  std::vector<int32_t> suffix;
+};
 
-uint64_t pair_key(int32_t left, int32_t right) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
-}
-
-// The token the post-processor's template puts first, e.g. "<|begin_of_text|>".
-std::optional<std::string> template_first_special(const json& processor) {
-  if (!processor.is_object()) return std::nullopt;
-  if (processor.value("type", "") == "Sequence" && processor.contains("processors")) {
-    for (const json& inner : processor["processors"]) {
-      if (auto name = template_first_special(inner)) return name;
+Status parse_template(const json& processor, const std::string& path, Template& out) {
+  const std::string where = path + ": post_processor TemplateProcessing";
+  const json single = processor.value("single", json());
+  const json specials = processor.value("special_tokens", json::object());
+  if (!single.is_array()) return invalid_format(where + " has no \"single\" template");
+  Template inner;
+  bool seen_sequence = false;
+  for (const json& item : single) {
+    if (item.is_object() && item.contains("Sequence")) {
+      KUIPER_ASSIGN_OR_RETURN(const std::string name, hf::string_field(item["Sequence"], "id", where));
+      if (name != "A" || seen_sequence) return unsupported(where + ": single template must hold $A once");
+      seen_sequence = true;
+      continue;
     }
-    return std::nullopt;
+    if (!item.is_object() || !item.contains("SpecialToken")) return invalid_format(where + ": unknown template piece");
+    KUIPER_ASSIGN_OR_RETURN(const std::string name, hf::string_field(item["SpecialToken"], "id", where));
+    if (!specials.is_object() || !specials.contains(name) || !specials[name].contains("ids") ||
+        !specials[name]["ids"].is_array()) {
+      return invalid_format(where + ": special token \"" + name + "\" has no ids in special_tokens");
+    }
+    for (const json& id : specials[name]["ids"]) {
+      KUIPER_ASSIGN_OR_RETURN(const int32_t value, hf::token_id(id, where + " special token \"" + name + "\""));
+      (seen_sequence ? inner.suffix : inner.prefix).push_back(value);
+    }
   }
-  if (processor.value("type", "") != "TemplateProcessing" || !processor.contains("single")) {
-    return std::nullopt;
+  if (!seen_sequence) return unsupported(where + ": single template has no $A");
+  out.prefix.insert(out.prefix.begin(), inner.prefix.begin(), inner.prefix.end());
+  out.suffix.insert(out.suffix.end(), inner.suffix.begin(), inner.suffix.end());
+  return ok_status();
+}
+
+// TemplateProcessing adds ids; ByteLevel only adjusts offsets; Sequence applies each in turn.
+Status parse_post_processor(const json& processor, const std::string& path, Template& out) {
+  if (processor.is_null()) return ok_status();
+  const std::string type = hf::type_of(processor);
+  if (type == "TemplateProcessing") return parse_template(processor, path, out);
+  if (type == "ByteLevel") return ok_status();
+  if (type == "Sequence") {
+    KUIPER_ASSIGN_OR_RETURN(const std::vector<json> steps,
+                            hf::component_steps(processor, "processors", path + ": post_processor"));
+    for (const json& step : steps) KUIPER_RETURN_IF_ERROR(parse_post_processor(step, path, out));
+    return ok_status();
   }
-  const json& single = processor["single"];
-  if (!single.is_array() || single.empty() || !single[0].contains("SpecialToken")) {
-    return std::nullopt;
-  }
-  return single[0]["SpecialToken"].value("id", "");
+  return unsupported(path + ": post_processor \"" + type +
+                     "\" is not supported (supported: TemplateProcessing, ByteLevel, Sequence)");
 }
 
 class HfBpeTokenizer final : public Tokenizer {
  public:
-  static StatusOr<std::unique_ptr<Tokenizer>> load(std::string_view content,
-                                                   const std::string& path) {
-    json root = json::parse(content, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded() || !root.is_object()) {
-      return invalid_format(path + ": not valid JSON");
-    }
+  static StatusOr<std::unique_ptr<Tokenizer>> load(const json& root, const std::string& path) {
+    if (!root.is_object()) return invalid_format(path + ": not a tokenizer.json object");
     auto tokenizer = std::unique_ptr<HfBpeTokenizer>(new HfBpeTokenizer());
     // nlohmann throws on type mismatches deep inside the file; the library must not throw.
     try {
@@ -65,31 +92,46 @@ class HfBpeTokenizer final : public Tokenizer {
     return std::unique_ptr<Tokenizer>(std::move(tokenizer));
   }
 
-  StatusOr<std::vector<int32_t>> encode(std::string_view text,
-                                        const EncodeOptions& options) const override {
-    const ByteLevelBpe bpe{vocabulary_, *splitter_,
-                           [this](int32_t left, int32_t right) { return merge(left, right); },
-                           ignore_merges_};
+  StatusOr<std::vector<int32_t>> encode(std::string_view text, const EncodeOptions& options) const override {
+    // tokenizers takes only str; bytes that are not UTF-8 have no encoding there either.
+    if (!utf8::is_valid(text)) return invalid_argument("text to encode is not valid UTF-8");
     std::vector<int32_t> ids;
-    if (options.add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
-    // HF always matches added tokens not marked special; special ones only when allowed.
-    const SpecialTokens& recognised = options.allow_special ? all_added_ : plain_added_;
-    KUIPER_RETURN_IF_ERROR(recognised.encode(text, ids, [&](std::string_view plain, std::vector<int32_t>& out) {
-      return bpe.encode(plain, out);
-    }));
+    if (options.add_bos) ids = template_.prefix;
+    for (const hf::TextSegment& raw : raw_added_.split(text, options.allow_special)) {
+      if (raw.id >= 0) {
+        ids.push_back(raw.id);
+        continue;
+      }
+      KUIPER_ASSIGN_OR_RETURN(const std::string normalized, normalizer_.apply(std::string(raw.text)));
+      for (const hf::TextSegment& part : normalized_added_.split(normalized, options.allow_special)) {
+        if (part.id >= 0) {
+          ids.push_back(part.id);
+          continue;
+        }
+        std::vector<hf::Piece> pieces{{std::string(part.text), raw.start == 0 && part.start == 0}};
+        KUIPER_ASSIGN_OR_RETURN(pieces, pre_tokenizer_.apply(std::move(pieces)));
+        for (const hf::Piece& piece : pieces) model_.encode(piece.text, ids);
+      }
+    }
+    if (options.add_bos) ids.insert(ids.end(), template_.suffix.begin(), template_.suffix.end());
     return ids;
   }
 
-  std::string token_bytes(int32_t id, int32_t /*previous*/) const override {
-    if (const auto it = added_text_.find(id); it != added_text_.end()) return it->second;
-    return vocabulary_.bytes(id);
+  std::string token_bytes(int32_t id, int32_t previous) const override {
+    if (const auto it = added_decoded_.find(id); it != added_decoded_.end()) {
+      return decoder_.decode(it->second, previous < 0);
+    }
+    const std::string* token = model_.token(id);
+    return token == nullptr ? std::string() : decoder_.decode(*token, previous < 0);
   }
 
   int32_t vocab_size() const override { return vocab_size_; }
   int32_t bos_id() const override { return bos_id_; }
   std::vector<int32_t> eos_ids() const override { return eos_ids_; }
   std::optional<int32_t> special_token(std::string_view text) const override {
-    return all_added_.find(text);
+    const auto it = added_ids_.find(std::string(text));
+    if (it == added_ids_.end()) return std::nullopt;
+    return it->second;
   }
   std::string kind() const override { return "hf-bpe"; }
 
@@ -97,157 +139,89 @@ class HfBpeTokenizer final : public Tokenizer {
   HfBpeTokenizer() = default;
 
   Status parse(const json& root, const std::string& path) {
-    const json& model = root.at("model");
-    if (model.value("type", "BPE") != "BPE") {
-      return unsupported(path + ": model type " + model.value("type", "") + " (only BPE is supported)");
+    if (root.contains("version") && root["version"] != "1.0") {
+      return unsupported(path + ": tokenizer.json version " + root["version"].dump() + " (only 1.0)");
     }
-    if (model.value("byte_fallback", false) || !is_null_or_empty(model.value("continuing_subword_prefix", json())) ||
-        !is_null_or_empty(model.value("end_of_word_suffix", json())) || !model.value("dropout", json()).is_null()) {
-      return unsupported(path + ": BPE options byte_fallback/subword prefix/suffix/dropout are not supported");
-    }
-    if (!root.value("normalizer", json()).is_null()) {
-      return unsupported(path + ": normalizers are not supported (byte-level BPE needs none)");
-    }
-    ignore_merges_ = model.value("ignore_merges", false);
+    KUIPER_ASSIGN_OR_RETURN(model_, hf::BpeModel::parse(root.value("model", json()), path));
+    KUIPER_ASSIGN_OR_RETURN(normalizer_, hf::Normalizer::parse(root.value("normalizer", json()), path));
+    KUIPER_ASSIGN_OR_RETURN(pre_tokenizer_, hf::PreTokenizer::parse(root.value("pre_tokenizer", json()), path));
+    KUIPER_ASSIGN_OR_RETURN(decoder_, hf::Decoder::parse(root.value("decoder", json()), path));
+    KUIPER_RETURN_IF_ERROR(parse_post_processor(root.value("post_processor", json()), path, template_));
+    vocab_size_ = model_.max_id() + 1;
     KUIPER_RETURN_IF_ERROR(parse_added_tokens(root.value("added_tokens", json::array()), path));
-    KUIPER_RETURN_IF_ERROR(parse_vocab(model.at("vocab"), path));
-    KUIPER_RETURN_IF_ERROR(parse_merges(model.at("merges"), path));
-    KUIPER_RETURN_IF_ERROR(parse_pre_tokenizer(root.value("pre_tokenizer", json()), path));
-    choose_bos_and_eos(root.value("post_processor", json()));
+    for (const int32_t id : template_.prefix) vocab_size_ = std::max(vocab_size_, id + 1);
+    for (const int32_t id : template_.suffix) vocab_size_ = std::max(vocab_size_, id + 1);
+    choose_bos_and_eos();
     return ok_status();
   }
 
+  // tokenizers gives an added token the id of the same string in the vocab, else the next id
+  // after the vocab; a file whose ids say otherwise would encode differently there, so it is
+  // refused.
   Status parse_added_tokens(const json& added, const std::string& path) {
-    for (const json& token : added) {
-      const std::string content = token.at("content").get<std::string>();
-      const int32_t id = token.at("id").get<int32_t>();
-      if (token.value("lstrip", false) || token.value("rstrip", false) ||
-          token.value("single_word", false)) {
-        return unsupported(path + ": added token " + content +
-                           " uses lstrip/rstrip/single_word, which are not supported");
-      }
-      all_added_.add(content, id);
-      if (!token.value("special", false)) plain_added_.add(content, id);
-      added_text_[id] = content;
-      vocab_size_ = std::max(vocab_size_, id + 1);
-    }
-    return ok_status();
-  }
-
-  Status parse_vocab(const json& vocab, const std::string& path) {
-    for (const auto& [text, id_value] : vocab.items()) {
-      const int32_t id = id_value.get<int32_t>();
-      vocab_size_ = std::max(vocab_size_, id + 1);
-      // Added tokens are matched as whole strings, never built by merging, so they stay out
-      // of the byte vocabulary.
-      if (added_text_.contains(id)) continue;
-      const auto bytes = byte_level_to_bytes(text);
-      if (!bytes) {
-        return invalid_format(path + ": vocab entry \"" + text +
-                              "\" is not in the byte-level alphabet");
-      }
-      if (!vocabulary_.add(id, *bytes)) {
-        return invalid_format(path + ": vocab entry \"" + text + "\" (id " + std::to_string(id) +
-                              ") duplicates another");
-      }
-    }
-    return vocabulary_.check_complete(path);
-  }
-
-  // Merges come as "left right" strings or as ["left", "right"] arrays (newer files).
-  Status parse_merges(const json& merges, const std::string& path) {
-    int32_t rank = 0;
-    for (const json& merge : merges) {
-      std::string left, right;
-      if (merge.is_string()) {
-        const std::string text = merge.get<std::string>();
-        const size_t space = text.find(' ');
-        if (space == std::string::npos) {
-          return invalid_format(path + ": merge " + std::to_string(rank) + " \"" + text +
-                                "\" is not \"left right\"");
-        }
-        left = text.substr(0, space);
-        right = text.substr(space + 1);
-      } else if (merge.is_array() && merge.size() == 2) {
-        left = merge[0].get<std::string>();
-        right = merge[1].get<std::string>();
+    if (!added.is_array()) return invalid_format(path + ": added_tokens is not a list");
+    int32_t next_id = model_.entry_count();
+    for (const json& entry : added) {
+      const std::string where = path + ": added token";
+      KUIPER_ASSIGN_OR_RETURN(const std::string content, hf::string_field(entry, "content", where));
+      if (!entry.contains("id")) return invalid_format(where + " \"" + content + "\" has no id");
+      KUIPER_ASSIGN_OR_RETURN(const int32_t file_id, hf::token_id(entry["id"], where + " \"" + content + "\""));
+      if (content.empty()) continue;
+      if (!utf8::is_valid(content)) return invalid_format(where + " with id " + std::to_string(file_id) + " is not UTF-8");
+      hf::AddedToken token{.content = content};
+      KUIPER_ASSIGN_OR_RETURN(token.special, hf::bool_field(entry, "special", where, false));
+      KUIPER_ASSIGN_OR_RETURN(token.lstrip, hf::bool_field(entry, "lstrip", where, false));
+      KUIPER_ASSIGN_OR_RETURN(token.rstrip, hf::bool_field(entry, "rstrip", where, false));
+      KUIPER_ASSIGN_OR_RETURN(token.single_word, hf::bool_field(entry, "single_word", where, false));
+      KUIPER_ASSIGN_OR_RETURN(token.normalized, hf::bool_field(entry, "normalized", where, !token.special));
+      if (const auto it = added_ids_.find(content); it != added_ids_.end()) {
+        token.id = it->second;
+      } else if (const auto vocab_id = model_.find(content)) {
+        token.id = *vocab_id;
       } else {
-        return invalid_format(path + ": merge " + std::to_string(rank) + " is neither a string nor a pair");
+        token.id = next_id++;
       }
-      const auto left_bytes = byte_level_to_bytes(left);
-      const auto right_bytes = byte_level_to_bytes(right);
-      const auto left_id = left_bytes ? vocabulary_.find(*left_bytes) : std::nullopt;
-      const auto right_id = right_bytes ? vocabulary_.find(*right_bytes) : std::nullopt;
-      const auto merged_id =
-          left_id && right_id ? vocabulary_.find(*left_bytes + *right_bytes) : std::nullopt;
-      if (!merged_id) {
-        return invalid_format(path + ": merge " + std::to_string(rank) + " (" + left + " " +
-                              right + ") uses or makes a token not in the vocab");
+      if (token.id != file_id) {
+        return invalid_format(where + " \"" + content + "\" has id " + std::to_string(file_id) +
+                              ", but the tokenizers library would give it id " + std::to_string(token.id));
       }
-      // The first listing of a pair is the one that counts.
-      merges_.try_emplace(pair_key(*left_id, *right_id), PairMerge{double(rank), *merged_id});
-      ++rank;
-    }
-    return ok_status();
-  }
-
-  Status parse_pre_tokenizer(const json& pre, const std::string& path) {
-    std::vector<json> steps;
-    if (pre.is_object() && pre.value("type", "") == "Sequence") {
-      for (const json& step : pre.at("pretokenizers")) steps.push_back(step);
-    } else if (pre.is_object()) {
-      steps.push_back(pre);
-    }
-    std::optional<std::string> pattern;
-    bool byte_level = false;
-    for (const json& step : steps) {
-      const std::string type = step.value("type", "");
-      if (type == "Split" && !pattern && !byte_level && step.at("pattern").contains("Regex") &&
-          step.value("behavior", "") == "Isolated" && !step.value("invert", false)) {
-        pattern = step["pattern"]["Regex"].get<std::string>();
-      } else if (type == "ByteLevel" && !byte_level && !step.value("add_prefix_space", false)) {
-        byte_level = true;
-        if (step.value("use_regex", true)) {
-          if (pattern) return unsupported(path + ": a Split followed by a splitting ByteLevel");
-          pattern = std::string(kGpt2SplitPattern);
-        }
+      added_ids_[content] = token.id;
+      vocab_size_ = std::max(vocab_size_, token.id + 1);
+      if (token.normalized) {
+        // Found in normalized text by its normalized form, which is also what tokenizers hands
+        // the decoder (LLaMA-2-hf's "</s>" is "▁</s>" there, so it decodes to " </s>").
+        KUIPER_ASSIGN_OR_RETURN(std::string pattern, normalizer_.apply(content));
+        added_decoded_[token.id] = pattern;
+        normalized_added_.add(std::move(pattern), token);
       } else {
-        return unsupported(path + ": pre-tokenizer step " + step.dump() +
-                           " (supported: Regex Split [Isolated] + ByteLevel without prefix space)");
+        added_decoded_[token.id] = content;
+        raw_added_.add(content, token);
       }
     }
-    if (!byte_level || !pattern) {
-      return unsupported(path + ": pre-tokenizer is not byte-level BPE's regex split + ByteLevel");
-    }
-    KUIPER_ASSIGN_OR_RETURN(splitter_, RegexSplitter::compile(*pattern));
     return ok_status();
   }
 
-  void choose_bos_and_eos(const json& post_processor) {
+  void choose_bos_and_eos() {
     std::optional<int32_t> bos;
-    if (const auto name = template_first_special(post_processor)) bos = all_added_.find(*name);
+    if (!template_.prefix.empty()) bos = template_.prefix.front();
     for (const std::string_view name : kBosNames) {
-      if (!bos) bos = all_added_.find(name);
+      if (!bos) bos = special_token(name);
     }
     bos_id_ = bos.value_or(-1);
     for (const std::string_view name : kEosNames) {
-      if (const auto id = all_added_.find(name)) eos_ids_.push_back(*id);
+      if (const auto id = special_token(name)) eos_ids_.push_back(*id);
     }
   }
 
-  std::optional<PairMerge> merge(int32_t left, int32_t right) const {
-    const auto it = merges_.find(pair_key(left, right));
-    if (it == merges_.end()) return std::nullopt;
-    return it->second;
-  }
-
-  ByteVocabulary vocabulary_;
-  std::unordered_map<uint64_t, PairMerge> merges_;
-  bool ignore_merges_ = false;
-  SpecialTokens all_added_;    // every added token
-  SpecialTokens plain_added_;  // added tokens not marked special
-  std::unordered_map<int32_t, std::string> added_text_;
-  std::shared_ptr<const RegexSplitter> splitter_;
+  hf::BpeModel model_;
+  hf::Normalizer normalizer_;
+  hf::PreTokenizer pre_tokenizer_;
+  hf::Decoder decoder_;
+  Template template_;
+  hf::AddedTokenMatcher raw_added_;         // added tokens with normalized = false
+  hf::AddedTokenMatcher normalized_added_;  // the others, by their normalized content
+  std::unordered_map<std::string, int32_t> added_ids_;
+  std::unordered_map<int32_t, std::string> added_decoded_;  // what the decoder is given
   int32_t vocab_size_ = 0;
   int32_t bos_id_ = -1;  // -1: this vocabulary has no beginning-of-sequence token
   std::vector<int32_t> eos_ids_;
@@ -255,9 +229,14 @@ class HfBpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Tokenizer>> load_hf_bpe_tokenizer(std::string_view content,
-                                                          const std::string& path) {
-  return HfBpeTokenizer::load(content, path);
+StatusOr<std::unique_ptr<Tokenizer>> load_hf_tokenizer_json(const json& document, const std::string& source) {
+  return HfBpeTokenizer::load(document, source);
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> load_hf_bpe_tokenizer(std::string_view content, const std::string& path) {
+  const json root = json::parse(content, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return invalid_format(path + ": not valid JSON");
+  return load_hf_tokenizer_json(root, path);
 }
 
 }  // namespace kuiper

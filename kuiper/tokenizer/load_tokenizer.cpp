@@ -12,8 +12,8 @@ namespace {
 
 // Inside a model directory, in order of preference. tokenizer.model first: where a directory
 // holds both (LLaMA-2-*-hf, TinyLlama, Mistral), it is the SentencePiece or tiktoken file the
-// model was trained with, read by the library that defines it, while its tokenizer.json is a
-// SentencePiece-style BPE that kuiper's tokenizer.json reader does not cover yet.
+// model was trained with, read by the library that defines it; the tokenizer.json beside it
+// gives the same ids (scripts/tokenizer_reference.py checks this on TinyLlama's layout).
 constexpr const char* kTokenizerFileNames[] = {"tokenizer.model", "tokenizer.json", "tokenizer.bin"};
 
 // tokenizer.bin starts with a small int32 (max_token_length, little-endian). A SentencePiece

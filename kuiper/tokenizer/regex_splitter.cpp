@@ -44,7 +44,7 @@ StatusOr<std::shared_ptr<const RegexSplitter>> RegexSplitter::compile(std::strin
   return std::shared_ptr<const RegexSplitter>(new RegexSplitter(std::move(compiled)));
 }
 
-StatusOr<std::vector<std::string_view>> RegexSplitter::split(std::string_view text) const {
+StatusOr<std::vector<RegexSplitter::Match>> RegexSplitter::find_all(std::string_view text) const {
   // Per call, so that one tokenizer can be used from several threads.
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
       pcre2_match_data_create_from_pattern(compiled_->code, nullptr), pcre2_match_data_free);
@@ -57,10 +57,10 @@ StatusOr<std::vector<std::string_view>> RegexSplitter::split(std::string_view te
   if (jit_stack) pcre2_jit_stack_assign(context.get(), nullptr, jit_stack.get());
 
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  std::vector<std::string_view> pieces;
+  std::vector<Match> matches;
   size_t start = 0;
   // The caller has checked the UTF-8, so PCRE2 need not check it again at every match.
-  uint32_t options = PCRE2_NO_UTF_CHECK;
+  const uint32_t options = PCRE2_NO_UTF_CHECK;
   while (start < text.size()) {
     int rc = pcre2_match(compiled_->code, subject, text.size(), start, options, match.get(),
                          context.get());
@@ -71,21 +71,33 @@ StatusOr<std::vector<std::string_view>> RegexSplitter::split(std::string_view te
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) return internal_error("pre-tokenizer regex failed: " + pcre2_message(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
-    const size_t match_start = ovector[0];
-    size_t match_end = ovector[1];
-    if (match_start > start) pieces.push_back(text.substr(start, match_start - start));
-    if (match_end == match_start) {
-      // An empty match cannot move the scan on, so the character there becomes a piece of
-      // its own (the built-in patterns never match empty; one read from a file might).
-      ++match_end;
-      while (match_end < text.size() && (static_cast<uint8_t>(text[match_end]) & 0xC0) == 0x80) {
-        ++match_end;
-      }
-      pieces.push_back(text.substr(match_start, match_end - match_start));
-    } else {
-      pieces.push_back(text.substr(match_start, match_end - match_start));
+    matches.push_back({ovector[0], ovector[1]});
+    start = ovector[1];
+    if (ovector[1] == ovector[0]) {
+      // An empty match cannot move the scan on: continue after the character there.
+      ++start;
+      while (start < text.size() && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80) ++start;
     }
-    start = match_end;
+  }
+  return matches;
+}
+
+StatusOr<std::vector<std::string_view>> RegexSplitter::split(std::string_view text) const {
+  KUIPER_ASSIGN_OR_RETURN(const std::vector<Match> matches, find_all(text));
+  std::vector<std::string_view> pieces;
+  size_t start = 0;
+  for (const Match& m : matches) {
+    if (m.start > start) pieces.push_back(text.substr(start, m.start - start));
+    size_t end = m.end;
+    if (end == m.start) {
+      // An empty match makes the character there a piece of its own (the built-in patterns
+      // never match empty; one read from a file might).
+      if (end >= text.size()) break;
+      ++end;
+      while (end < text.size() && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80) ++end;
+    }
+    pieces.push_back(text.substr(m.start, end - m.start));
+    start = end;
   }
   if (start < text.size()) pieces.push_back(text.substr(start));
   return pieces;

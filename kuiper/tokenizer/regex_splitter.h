@@ -30,6 +30,15 @@ class RegexSplitter {
   // `text` must be valid UTF-8.
   StatusOr<std::vector<std::string_view>> split(std::string_view text) const;
 
+  // Byte offsets [start, end) of every match, leftmost first, each search starting where the
+  // previous match ended (one character further after an empty match, which is reported with
+  // start == end). `text` must be valid UTF-8.
+  struct Match {
+    size_t start;
+    size_t end;
+  };
+  StatusOr<std::vector<Match>> find_all(std::string_view text) const;
+
  private:
   struct Compiled;
   explicit RegexSplitter(std::unique_ptr<Compiled> compiled);
