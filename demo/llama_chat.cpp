@@ -130,8 +130,10 @@ int run(int argc, char** argv) {
   ChatFlags chat;
   cli::add_model_flags(app, flags);
   app.add_option("--system", chat.system, "system prompt (default: none)");
-  app.add_option("--template", chat.chat_template, "chat layout: llama2, llama3, or auto (from the tokenizer)")
-      ->check(CLI::IsMember({"auto", "llama2", "llama3"}));
+  app.add_option("--template", chat.chat_template,
+                 "chat layout: llama2, llama3, chatml, mistral, or auto (from the model's chat_template, "
+                 "generation_config.json or tokenizer)")
+      ->check(CLI::IsMember({"auto", "llama2", "llama3", "chatml", "mistral"}));
   app.add_option("--max-reply", chat.max_reply, "maximum tokens per reply")->check(CLI::PositiveNumber);
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
@@ -139,16 +141,19 @@ int run(int argc, char** argv) {
   if (!loaded.ok()) return cli::fail(kProgram, loaded.status());
   auto kind = parse_chat_template_kind(chat.chat_template);
   if (!kind.ok()) return cli::fail(kProgram, kind.status());
-  auto chat_template = make_chat_template(*kind, *loaded->tokenizer);
-  if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
+  auto hints = read_chat_template_hints(loaded->model_path);
+  if (!hints.ok()) return cli::fail(kProgram, hints.status());
+  auto chosen = choose_chat_template(*kind, *hints, *loaded->tokenizer);
+  if (!chosen.ok()) return cli::fail(kProgram, chosen.status());
+  const ChatTemplate& chat_template = *chosen->chat_template;
 
   Sampler sampler(cli::sampler_config(flags));
   Session session(*loaded->model, *loaded->tokenizer, sampler);
-  Conversation conversation(session, **chat_template, chat.system, chat.max_reply);
+  Conversation conversation(session, chat_template, chat.system, chat.max_reply);
   const bool interactive = cli::stdin_is_terminal();
   Chat loop(conversation, session, interactive);
-  std::fprintf(stderr, "%s: %s, %s template, context %d tokens\n", kProgram, loaded->model_path.c_str(),
-               (*chat_template)->name().c_str(), session.context());
+  std::fprintf(stderr, "%s: %s, %s template (%s), context %d tokens\n", kProgram, loaded->model_path.c_str(),
+               chat_template.name().c_str(), chosen->reason.c_str(), session.context());
 
   if (!interactive) {
     std::string line;
