@@ -2,7 +2,8 @@
 // test/chat_template_reference.py to compare with the models' own Jinja templates and the
 // reference tokenizers. Reads one JSON conversation per line on stdin,
 //   {"system": "...", "exchanges": [["user", "assistant"], ...], "user": "open turn"}
-// and writes a first line "template <name>" naming the template chosen, then one line per
+// and writes a first line "template <name>" naming the template chosen (with token ids, followed
+// by "stop" and the ids that end a reply), then one line per
 // conversation: its token ids separated by spaces, or with --render (no tokenizer needed) the
 // text the layout renders, as a JSON string.
 //   --jinja FILE   identify the layout from a Jinja chat_template file, as a model's would be
@@ -93,7 +94,13 @@ int main(int argc, char** argv) {
     chat_template = std::move(chosen->chat_template);
   }
 
-  std::cout << "template " << (format ? format->name() : chat_template->name()) << "\n";
+  if (format) {
+    std::cout << "template " << format->name() << "\n";
+  } else {
+    std::cout << "template " << chat_template->name() << " stop";
+    for (const int32_t id : chat_template->stop_tokens()) std::cout << " " << id;
+    std::cout << "\n";
+  }
   std::string line;
   while (std::getline(std::cin, line)) {
     const auto conversation = parse(line);
