@@ -69,6 +69,10 @@ CONVERSATIONS = [
     {"system": "Only an open turn.", "exchanges": [], "user": "Hi"},
     {"system": "", "exchanges": [], "user": "No system prompt, first turn: 12345 digits\n\n\nand newlines"},
     {"system": "", "exchanges": [["1 2 3", "\n\nanswer after newlines"]], "user": "\nleading newline"},
+    {"system": "Think first.",
+     "exchanges": [["What is 6*7?", "<think>\nLet me compute.\n6*7=42\n</think>\n\nIt is 42."],
+                   ["Sure?", "<think>yes</think> Yes.\n"]],
+     "user": "Thanks"},
 ]
 
 

@@ -110,6 +110,19 @@ TEST(ChatFormats, ChatmlAndMistralTurnsReuseTheCache) {
   expect_turns_reuse_the_cache(*sentencepiece, *mistral);
 }
 
+TEST(ChatFormats, ReasoningOfEarlierRepliesIsDroppedWhereTheTemplateDropsIt) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(write_chatml_tokenizer()));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto generated, tokenizer->encode("<think>\nsix times seven\n</think>\n\n42.", {.add_bos = false}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto answer, tokenizer->encode("42.", {.add_bos = false}));
+  for (const bool drops : {true, false}) {
+    KUIPER_ASSERT_OK_AND_ASSIGN(
+        auto chat, ChatTemplate::create(make_chatml_chat_format({.default_system = "", .drops_reasoning = drops}),
+                                        *tokenizer));
+    KUIPER_ASSERT_OK_AND_ASSIGN(auto kept, chat->history_reply(generated));
+    EXPECT_EQ(kept, drops ? answer : generated) << "drops reasoning: " << drops;
+  }
+}
+
 TEST(ChatFormats, FullContextDropsTurnsAndKeepsTheChatmlSystemTurn) {
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(write_chatml_tokenizer()));
   ChatTemplateHints hints;
@@ -169,7 +182,7 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
   for (const auto& c : cases) {
     KUIPER_ASSERT_OK_AND_ASSIGN(auto identified, identify_chat_template(c.source));
     EXPECT_EQ(identified.kind, c.kind) << c.source;
-    EXPECT_EQ(identified.default_system, c.default_system) << c.source;
+    EXPECT_EQ(identified.chatml.default_system, c.default_system) << c.source;
   }
   for (const char* unknown : {"", "{{ messages }}", "<start_of_turn>user\n{{ m }}<end_of_turn>"}) {
     auto refused = identify_chat_template(unknown);

@@ -104,6 +104,12 @@ StatusOr<std::vector<int32_t>> ChatTemplate::encode_exchange(std::string_view sy
   return encode(format_->exchange(system, exchange, first_turn));
 }
 
+StatusOr<std::vector<int32_t>> ChatTemplate::history_reply(std::span<const int32_t> reply) const {
+  const std::optional<std::string> kept = format_->kept_answer(tokenizer_.decode(reply));
+  if (!kept) return std::vector<int32_t>(reply.begin(), reply.end());
+  return encode({text_piece(*kept)});
+}
+
 StatusOr<std::vector<int32_t>> ChatTemplate::encode_dialog(std::string_view system,
                                                            std::span<const ChatExchange> exchanges,
                                                            std::string_view user) const {

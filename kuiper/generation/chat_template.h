@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,6 +70,12 @@ class ChatFormat {
   virtual ChatLayout exchange(std::string_view system, const ChatExchange& exchange, bool first_turn) const = 0;
   // The special tokens (by text) that end a reply, besides the tokenizer's EOS.
   virtual std::vector<std::string> stop_specials() const = 0;
+  // The text an earlier answer keeps in the history, when the template changes it (Qwen3 drops
+  // the reasoning); nothing when the answer stays as it was.
+  virtual std::optional<std::string> kept_answer(std::string_view answer) const {
+    (void)answer;
+    return std::nullopt;
+  }
 };
 
 // A chat format bound to a tokenizer: the layouts as token ids.
@@ -90,6 +97,9 @@ class ChatTemplate {
   const std::vector<int32_t>& stop_tokens() const { return stops_; }
   StatusOr<std::vector<int32_t>> encode_exchange(std::string_view system, const ChatExchange& exchange,
                                                  bool first_turn) const;
+  // The ids an earlier reply holds in the history: the generated ids themselves, unless the
+  // format changes the answer's text (then that text, encoded).
+  StatusOr<std::vector<int32_t>> history_reply(std::span<const int32_t> reply) const;
   // A conversation given as text, ending with an open turn for the assistant to answer: the
   // reference encoding that a conversation's token history reproduces (see conversation.h).
   StatusOr<std::vector<int32_t>> encode_dialog(std::string_view system, std::span<const ChatExchange> exchanges,

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kuiper/generation/chat_template.h"
+#include "kuiper/generation/chat_formats.h"
 
 namespace kuiper {
 
@@ -22,9 +22,7 @@ StatusOr<ChatTemplateKind> parse_chat_template_kind(std::string_view name);
 // A known layout recognised in a Jinja chat_template.
 struct IdentifiedChatTemplate {
   ChatTemplateKind kind = ChatTemplateKind::kAuto;
-  // ChatML: the system prompt the template supplies when the conversation has none (Qwen2.5's
-  // "You are Qwen, created by Alibaba Cloud. ..."); empty when it supplies none.
-  std::string default_system;
+  ChatmlOptions chatml;  // ChatML: the default system prompt, whether reasoning is dropped
   std::string description;  // what was recognised, for messages ("Qwen2.5 ChatML")
 };
 
@@ -63,8 +61,7 @@ StatusOr<ChosenChatTemplate> choose_chat_template(ChatTemplateKind requested, co
                                                   const Tokenizer& tokenizer);
 
 // The layout of a kind, without a tokenizer (for rendering text); kAuto names no layout and fails.
-// `default_system` is ChatML's (see make_chatml_chat_format).
-StatusOr<std::unique_ptr<ChatFormat>> make_chat_format(ChatTemplateKind kind, std::string default_system = "");
+StatusOr<std::unique_ptr<ChatFormat>> make_chat_format(ChatTemplateKind kind, ChatmlOptions chatml = {});
 
 // choose_chat_template without hints.
 StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(ChatTemplateKind kind, const Tokenizer& tokenizer);

@@ -65,13 +65,12 @@ StatusOr<IdentifiedChatTemplate> identify_chat_template(std::string_view source)
     return IdentifiedChatTemplate{ChatTemplateKind::kLlama3, "", "LLaMA 3 instruct"};
   }
   if (contains(source, "<|im_start|>") && contains(source, "<|im_end|>")) {
-    IdentifiedChatTemplate found{ChatTemplateKind::kChatml, chatml_default_system(source), "ChatML"};
-    if (contains(source, "You are Qwen, created by Alibaba Cloud")) {
-      found.description = "Qwen2.5 ChatML";
-    } else if (contains(source, "</think>")) {
-      found.description = "Qwen3 ChatML";
-    }
-    if (!found.default_system.empty()) found.description += " with a default system prompt";
+    IdentifiedChatTemplate found{ChatTemplateKind::kChatml, {chatml_default_system(source)}, "ChatML"};
+    // Qwen3 and other reasoning models: content.split('</think>')[-1] for earlier answers.
+    found.chatml.drops_reasoning = contains(source, "</think>") && contains(source, "split(");
+    if (contains(source, "You are Qwen, created by Alibaba Cloud")) found.description = "Qwen2.5 ChatML";
+    if (found.chatml.drops_reasoning) found.description += " (earlier answers without their reasoning)";
+    if (!found.chatml.default_system.empty()) found.description += " with a default system prompt";
     return found;
   }
   if (contains(source, "[INST]") && contains(source, "<<SYS>>")) {
