@@ -183,6 +183,8 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
     KUIPER_ASSERT_OK_AND_ASSIGN(auto identified, identify_chat_template(c.source));
     EXPECT_EQ(identified.kind, c.kind) << c.source;
     EXPECT_EQ(identified.chatml.default_system, c.default_system) << c.source;
+    EXPECT_FALSE(identified.chatml.drops_reasoning) << c.source;
+    EXPECT_FALSE(identified.description.empty()) << c.source;
   }
   for (const char* unknown : {"", "{{ messages }}", "<start_of_turn>user\n{{ m }}<end_of_turn>"}) {
     auto refused = identify_chat_template(unknown);

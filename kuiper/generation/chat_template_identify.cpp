@@ -62,7 +62,7 @@ StatusOr<IdentifiedChatTemplate> identify_chat_template(std::string_view source)
       return unknown("is LLaMA 3.1-style (a system turn with 'Cutting Knowledge Date'), whose layout differs "
                      "from LLaMA 3's (--template llama3 lays out LLaMA 3's)");
     }
-    return IdentifiedChatTemplate{ChatTemplateKind::kLlama3, "", "LLaMA 3 instruct"};
+    return IdentifiedChatTemplate{ChatTemplateKind::kLlama3, {}, "LLaMA 3 instruct"};
   }
   if (contains(source, "<|im_start|>") && contains(source, "<|im_end|>")) {
     IdentifiedChatTemplate found{ChatTemplateKind::kChatml, {chatml_default_system(source)}, "ChatML"};
@@ -74,7 +74,7 @@ StatusOr<IdentifiedChatTemplate> identify_chat_template(std::string_view source)
     return found;
   }
   if (contains(source, "[INST]") && contains(source, "<<SYS>>")) {
-    return IdentifiedChatTemplate{ChatTemplateKind::kLlama2, "", "LLaMA 2 chat"};
+    return IdentifiedChatTemplate{ChatTemplateKind::kLlama2, {}, "LLaMA 2 chat"};
   }
   if (contains(source, "[INST]") && contains(source, "[/INST]")) {
     // Mistral's v3 and Tekken tokenizers made [INST] control tokens, dropped the spaces around
@@ -83,7 +83,7 @@ StatusOr<IdentifiedChatTemplate> identify_chat_template(std::string_view source)
       return unknown("is Mistral v3/Tekken-style (system prompt with the last message, [INST] as a control "
                      "token), whose layout differs from Mistral v0.1/v0.2's (--template mistral lays out those)");
     }
-    return IdentifiedChatTemplate{ChatTemplateKind::kMistral, "", "Mistral instruct v1"};
+    return IdentifiedChatTemplate{ChatTemplateKind::kMistral, {}, "Mistral instruct v1"};
   }
   std::string head(source.substr(0, 60));
   for (char& c : head) {
