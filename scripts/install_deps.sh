@@ -24,8 +24,9 @@ if ! python3 -c 'import sentencepiece, tiktoken' 2>/dev/null; then
   python3 -m pip install -q sentencepiece tiktoken 2>/dev/null ||
     python3 -m pip install -q --break-system-packages sentencepiece tiktoken
 fi
-# The chat template test renders the models' own Jinja chat templates as transformers does.
-if ! python3 -c 'import jinja2' 2>/dev/null; then
-  python3 -m pip install -q 'jinja2>=3.1' 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages 'jinja2>=3.1'
+# The chat template test renders the models' own Jinja chat templates as transformers does, and
+# tokenizes ChatML with the tokenizers library.
+if ! python3 -c 'import jinja2, tokenizers' 2>/dev/null; then
+  python3 -m pip install -q 'jinja2>=3.1' tokenizers 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages 'jinja2>=3.1' tokenizers
 fi

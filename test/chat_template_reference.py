@@ -21,7 +21,9 @@ build/test/chat_template_tokens prints:
                   chat input keeps it. Mistral v1 ids follow mistral_common's encoding (BOS, each
                   "[INST] ... [/INST]" and each answer a SentencePiece call of its own, EOS), with
                   the LLaMA 2 SentencePiece model standing in for Mistral's (not in the repo).
-                  Qwen ids are not checked: no Qwen tokenizer is loadable yet.
+                  ChatML (Qwen2.5, Qwen3) ids: a byte-level BPE tokenizer.json in Qwen2's shape (its
+                  pre-tokenizer regex, ByteLevel, <|im_start|>/<|im_end|>/<|endoftext|>) trained here
+                  with the tokenizers library, which encodes the stretches.
   model files     a model directory's tokenizer_config.json chat_template and generation_config.json
                   eos ids choose the template and its stop tokens
 
@@ -40,12 +42,17 @@ import jinja2
 import jinja2.ext
 import sentencepiece
 import tiktoken
+import tokenizers
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tiktoken.load import load_tiktoken_bpe
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                   r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 # The ids Meta's LLaMA 3 tokenizer.py gives the special tokens the template uses.
+# Qwen2's pre-tokenizer (LLaMA 3's with single digits), as in its tokenizer.json.
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
+CHATML_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 LLAMA3_SPECIALS = {"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001,
                    "<|start_header_id|>": 128006, "<|end_header_id|>": 128007, "<|eot_id|>": 128009}
 
@@ -170,6 +177,32 @@ def llama3_reference(entry, model_path):
                            lambda text: encoding.encode(text, allowed_special=set(), disallowed_special=()))
 
 
+def chatml_reference(entry, tokenizer_path):
+    """transformers' fast tokenizer on the rendering: the stretches between the template's special
+    tokens encoded without special-token matching (as its chat-input sanitising does)."""
+    tokenizer = tokenizers.Tokenizer.from_file(tokenizer_path)
+    tokenizer.encode_special_tokens = True
+    specials = {text: tokenizer.token_to_id(text) for text in CHATML_SPECIALS}
+    return split_reference(entry, specials, lambda text: tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def train_chatml_tokenizer(root, path):
+    """A Qwen2-shaped byte-level BPE tokenizer.json of 700 tokens, trained on the tokenizer corpus."""
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Sequence([
+        tokenizers.pre_tokenizers.Split(tokenizers.Regex(QWEN2_PATTERN), behavior="isolated"),
+        tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=700, special_tokens=CHATML_SPECIALS, show_progress=False,
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    # Runs of newlines get tokens of their own, as in Qwen's vocabulary, so that where a layout
+    # splits its tokenizer calls around newlines shows in the ids.
+    with open(os.path.join(root, "test/data/tokenizer_corpus.txt"), encoding="utf-8") as f:
+        tokenizer.train_from_iterator([f.read(), "word\n\nword\n\n\nword\n" * 200], trainer)
+    tokenizer.save(path)
+    return path
+
+
 def mistral_common_reference(entry, model_path):
     """mistral_common's v1 instruct encoding (Mistral's cookbook, 'Tokenizer V1'): BOS, then per
     turn encode("[INST] {message} [/INST]") and encode(answer) + EOS, each a SentencePiece call with
@@ -241,9 +274,11 @@ def check_templates(tool, entries, jinja_files, check):
               "Jinja template does")
 
 
-def check_ids(tool, root, entries, jinja_files, check):
+def check_ids(tool, root, entries, jinja_files, chatml_tokenizer, check):
     by_name = {entry["name"]: entry for entry in entries}
     cases = [
+        ("qwen2.5-instruct", chatml_tokenizer, chatml_reference, "the template's rendering (tokenizers library)"),
+        ("qwen3", chatml_tokenizer, chatml_reference, "the template's rendering (tokenizers library)"),
         ("llama-2-chat", "models/tokenizers/llama2/tokenizer.model", llama2_reference, "the template's rendering"),
         ("llama-2-chat", "models/stories260K/tok512.model", llama2_reference, "the template's rendering"),
         ("llama-3-instruct", "models/tokenizers/llama3/tokenizer.model", llama3_reference, "the template's rendering"),
@@ -259,6 +294,7 @@ def check_ids(tool, root, entries, jinja_files, check):
         for conversation, line in zip(CONVERSATIONS, lines, strict=True):
             check.compare(f"{name} ids with {relative}", conversation, [int(x) for x in line.split()],
                           reference(conversation))
+        relative = os.path.basename(relative) if os.path.isabs(relative) else relative
         print(f"{name} with {relative}: {len(CONVERSATIONS)} conversations give the ids of {what}")
 
 
@@ -302,7 +338,8 @@ def main():
             with open(jinja_files[entry["name"]], "w", encoding="utf-8") as f:
                 f.write(entry["template"])
         check_templates(args.tool, entries, jinja_files, check)
-        check_ids(args.tool, root, entries, jinja_files, check)
+        chatml_tokenizer = train_chatml_tokenizer(root, os.path.join(directory, "chatml_tokenizer.json"))
+        check_ids(args.tool, root, entries, jinja_files, chatml_tokenizer, check)
     check_model_directory(args.tool, root, entries, check)
     if check.failures:
         print(f"{check.failures} mismatches")
