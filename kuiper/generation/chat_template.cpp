@@ -31,12 +31,10 @@ StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::create(std::unique_ptr<Cha
   std::unique_ptr<ChatTemplate> chat(new ChatTemplate(std::move(format), tokenizer));
   // Every special token the layouts use, found now rather than in the middle of a conversation.
   const ChatExchange probe{"u", "a"};
-  ChatLayout used = dialog_layout(*chat->format_, "s", std::span(&probe, 1), "u");
-  const ChatLayout close = chat->format_->close_reply();
-  used.insert(used.end(), close.begin(), close.end());
-  for (const ChatPiece& piece : used) {
+  for (const ChatPiece& piece : dialog_layout(*chat->format_, "s", std::span(&probe, 1), "u")) {
     if (piece.kind == ChatPiece::Kind::kSpecial) KUIPER_RETURN_IF_ERROR(chat->special_id(piece.text).status());
   }
+  KUIPER_ASSIGN_OR_RETURN(chat->close_, chat->encode(chat->format_->close_reply()));
 
   std::vector<int32_t>& stops = chat->stops_;
   stops = tokenizer.eos_ids();
@@ -96,8 +94,6 @@ StatusOr<std::vector<int32_t>> ChatTemplate::open_turn(std::string_view system, 
                                                        bool first_turn) const {
   return encode(format_->open_turn(system, user, first_turn));
 }
-
-StatusOr<std::vector<int32_t>> ChatTemplate::close_reply() const { return encode(format_->close_reply()); }
 
 StatusOr<std::vector<int32_t>> ChatTemplate::encode_exchange(std::string_view system, const ChatExchange& exchange,
                                                              bool first_turn) const {

@@ -81,7 +81,8 @@ class ChatFormat {
 // A chat format bound to a tokenizer: the layouts as token ids.
 class ChatTemplate {
  public:
-  // Fails when the tokenizer lacks a special token the format uses, naming it. `tokenizer`
+  // Fails when the tokenizer lacks a special token the format uses, naming it (so that nothing
+  // fails for that reason in the middle of a conversation). `tokenizer`
   // must outlive the template. `extra_stops` are further ids that end a reply (the
   // eos_token_id list of the model's generation_config.json).
   static StatusOr<std::unique_ptr<ChatTemplate>> create(std::unique_ptr<ChatFormat> format, const Tokenizer& tokenizer,
@@ -91,7 +92,7 @@ class ChatTemplate {
   const ChatFormat& format() const { return *format_; }
 
   StatusOr<std::vector<int32_t>> open_turn(std::string_view system, std::string_view user, bool first_turn) const;
-  StatusOr<std::vector<int32_t>> close_reply() const;
+  const std::vector<int32_t>& close_reply() const { return close_; }
   // The tokens at which generation of a reply stops: the tokenizer's EOS ids, the format's
   // end-of-turn tokens, and the extra stops.
   const std::vector<int32_t>& stop_tokens() const { return stops_; }
@@ -113,6 +114,7 @@ class ChatTemplate {
 
   std::unique_ptr<ChatFormat> format_;
   const Tokenizer& tokenizer_;
+  std::vector<int32_t> close_;
   std::vector<int32_t> stops_;
 };
 

@@ -16,7 +16,7 @@ void Conversation::reset() {
 }
 
 Status Conversation::append_history(size_t first, std::vector<int32_t>& ids) const {
-  KUIPER_ASSIGN_OR_RETURN(const std::vector<int32_t> close, template_.close_reply());
+  const std::vector<int32_t>& close = template_.close_reply();
   for (size_t i = first; i < turns_.size(); ++i) {
     KUIPER_ASSIGN_OR_RETURN(auto open, template_.open_turn(system_, turns_[i].user, i == first));
     ids.insert(ids.end(), open.begin(), open.end());
