@@ -90,6 +90,20 @@ def messages_of(conversation):
     return messages + [{"role": "user", "content": conversation["user"]}]
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """transformers' {% generation %} ... {% endgeneration %} (it marks the assistant's tokens;
+    rendering, it writes its body)."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
 def transformers_environment():
     """The Jinja environment of transformers' _compile_jinja_template."""
     def raise_exception(message):
@@ -101,7 +115,7 @@ def transformers_environment():
     def strftime_now(format):
         return datetime.datetime.now().strftime(format)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

@@ -166,6 +166,11 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
       {"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
        "'<|im_end|>' + '\\n'}}{% endfor %}",
        ChatTemplateKind::kChatml, ""},
+      // Qwen3 with thinking switched off closes an empty <think> block: nothing is opened.
+      {"{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' }}{%- if add_generation_prompt %}"
+       "{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is false %}"
+       "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}",
+       ChatTemplateKind::kChatml, ""},
       // Qwen2's default, with a literal newline rather than the \n escape.
       {"{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful "
        "assistant.<|im_end|>\n' }}{% endif %}",
@@ -178,6 +183,17 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
        ChatTemplateKind::kLlama2, ""},
       {"{{ bos_token }}{% for m in messages %}{{ ' [INST] ' + m['content'] + ' [/INST]' }}{% endfor %}",
        ChatTemplateKind::kMistral, ""},
+      // Default system prompts as a variable's literal, as a concatenated literal; one that only a
+      // thinking switch writes is none.
+      {"{% set system_message = 'Be \\'brief\\'.' %}{% if messages[0]['role'] == 'system' %}...{% endif %}"
+       "{{ '<|im_start|>system\n' + system_message + '<|im_end|>\n' }}",
+       ChatTemplateKind::kChatml, "Be 'brief'."},
+      {"{%- if not ns.found -%}{{- '<|im_start|>system\n' + 'You are Dolphin.' + '<|im_end|>\n' -}}{%- endif -%}"
+       "{{ '<|im_start|>' + message['role'] }}",
+       ChatTemplateKind::kChatml, "You are Dolphin."},
+      {"{%- elif enable_thinking %}{{- \"<|im_start|>system\n\" + \"Think.\" + \"<|im_end|>\" }}{%- endif %}"
+       "{{- '<|im_start|>' + message['role'] + '\n' }}",
+       ChatTemplateKind::kChatml, ""},
   };
   for (const auto& c : cases) {
     KUIPER_ASSERT_OK_AND_ASSIGN(auto identified, identify_chat_template(c.source));
@@ -186,7 +202,22 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
     EXPECT_FALSE(identified.chatml.drops_reasoning) << c.source;
     EXPECT_FALSE(identified.description.empty()) << c.source;
   }
-  for (const char* unknown : {"", "{{ messages }}", "<start_of_turn>user\n{{ m }}<end_of_turn>"}) {
+  const char* refused[] = {
+      "", "{{ messages }}", "<start_of_turn>user\n{{ m }}<end_of_turn>",
+      // Family markers, other layouts: Yi's bare system text, Llama Guard's fixed prompt, Phi-4's
+      // <|im_sep|>, a generation prompt that opens <think>, [INST] without BOS, Mistral v7.
+      "{{ system_message }}{{ '<|im_start|>user\n' + content + '<|im_end|>\n<|im_start|>assistant\n' }}"
+      "{% elif message['role'] == 'assistant' %}",
+      "<|start_header_id|>user<|end_header_id|>\n\nTask: Check if there is unsafe content in '\" + role + \"'"
+      "<|eot_id|><|start_header_id|>assistant<|end_header_id|>",
+      "{{'<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + '<|im_end|>'}}",
+      "{{'<|im_start|>' + message['role'] + '\n'}}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}"
+      "{%- if enable_thinking is false %}{{- '<think>\n\n</think>\n\n' }}{%- else %}{{- '<think>\n' }}{%- endif %}"
+      "{%- endif %}",
+      "{{ '[INST] <<SYS>>\n' + system + '\n<</SYS>>\n\n' + content + ' [/INST]' }}",
+      "{{ bos_token }}{{ '[SYSTEM_PROMPT]' + system + '[/SYSTEM_PROMPT]' }}{{ '[INST]' + content + '[/INST]' }}",
+  };
+  for (const char* unknown : refused) {
     auto refused = identify_chat_template(unknown);
     ASSERT_FALSE(refused.ok()) << unknown;
     EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
@@ -212,9 +243,9 @@ TEST(ChatFormats, ModelFilesChooseTheTemplateAndItsStops) {
   // A list of named templates: the "default" one counts; --template still wins over it.
   write_file(dir + "/tokenizer_config.json",
              R"({"chat_template": [{"name": "tool_use", "template": "{{ tools }}"},
-                                   {"name": "default", "template": "<|im_start|>{{ m }}<|im_end|>"}]})");
+                                   {"name": "default", "template": "<|im_start|>{{ message.role }}<|im_end|>"}]})");
   KUIPER_ASSERT_OK_AND_ASSIGN(hints, read_chat_template_hints(dir));
-  EXPECT_EQ(hints.jinja, "<|im_start|>{{ m }}<|im_end|>");
+  EXPECT_EQ(hints.jinja, "<|im_start|>{{ message.role }}<|im_end|>");
   auto chatml = choose_chat_template(ChatTemplateKind::kAuto, hints, *llama3);
   ASSERT_FALSE(chatml.ok()) << "the LLaMA 3 vocabulary has no <|im_start|>";
   EXPECT_NE(chatml.status().message().find("<|im_start|>"), std::string::npos) << chatml.status().message();
