@@ -10,7 +10,8 @@ multi-turn conversations with and without a system prompt it checks, against wha
 build/test/chat_template_tokens prints:
 
   identification  kuiper recognises each template (by markers) as the expected layout, and
-                  refuses the ones whose layout it does not write (LLaMA 3.1, Mistral v3, Gemma)
+                  refuses the ones whose layout it does not write (LLaMA 3.1, Mistral v3 and v7,
+                  QwQ, Phi-4, TinyLlama's Zephyr, Gemma)
   text            the layout kuiper renders equals the Jinja rendering, character for character
                   (every identified template but the first Mistral v0.1 one, see templates.json)
   token ids       where the tokenizer is here: the Jinja rendering tokenized as transformers does,
