@@ -3,7 +3,7 @@
 // a ChatTemplate turns those pieces into the exact token ids the model was fine-tuned on with
 // the model's tokenizer. Special tokens are inserted as ids, never parsed from text, so that a
 // user typing "<|eot_id|>" or "</s>" cannot forge a turn boundary. The same pieces, joined,
-// are the text the model's own Jinja chat_template renders (render_dialog), which is how the
+// are the text the model's own Jinja chat_template renders (render_layout), which is how the
 // layouts are checked against the models' templates.
 #pragma once
 
