@@ -202,7 +202,7 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
     EXPECT_FALSE(identified.chatml.drops_reasoning) << c.source;
     EXPECT_FALSE(identified.description.empty()) << c.source;
   }
-  const char* refused[] = {
+  const char* refusals[] = {
       "", "{{ messages }}", "<start_of_turn>user\n{{ m }}<end_of_turn>",
       // Family markers, other layouts: Yi's bare system text, Llama Guard's fixed prompt, Phi-4's
       // <|im_sep|>, a generation prompt that opens <think>, [INST] without BOS, Mistral v7.
@@ -217,7 +217,13 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
       "{{ '[INST] <<SYS>>\n' + system + '\n<</SYS>>\n\n' + content + ' [/INST]' }}",
       "{{ bos_token }}{{ '[SYSTEM_PROMPT]' + system + '[/SYSTEM_PROMPT]' }}{{ '[INST]' + content + '[/INST]' }}",
   };
-  for (const char* unknown : refused) {
+  // An untrusted template (GGUF metadata) of many system-turn markers without an end is looked
+  // through in bounded windows, not from each marker to its end.
+  std::string hostile = "<|im_end|>";
+  for (int i = 0; i < 20000; ++i) hostile += "<|im_start|>system\\n{x}";
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto looked_through, identify_chat_template(hostile));
+  EXPECT_EQ(looked_through.chatml.default_system, "");
+  for (const char* unknown : refusals) {
     auto refused = identify_chat_template(unknown);
     ASSERT_FALSE(refused.ok()) << unknown;
     EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);

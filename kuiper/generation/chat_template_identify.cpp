@@ -15,6 +15,10 @@ namespace {
 
 bool contains(std::string_view text, std::string_view marker) { return text.find(marker) != std::string_view::npos; }
 
+// How far a default system prompt's literal is looked for. The template is untrusted (a GGUF
+// file's metadata): each search is bounded so that no template makes identification quadratic.
+constexpr size_t kMaxLiteral = 16 * 1024;
+
 // Whether some `open` in the template is followed by the given role or, in the same expression,
 // by the message's role: the template writes role headers from the conversation, rather than a
 // fixed prompt around it (Llama Guard's classifier prompt, Yi's bare system text).
@@ -28,9 +32,10 @@ bool writes_role_headers(std::string_view source, std::string_view open, std::st
   return false;
 }
 
-// The Jinja string literal ('...' or "...") at the start of `text`, unescaped.
+// The Jinja string literal ('...' or "...", at most kMaxLiteral long) at the start of `text`, unescaped.
 std::optional<std::string> string_literal(std::string_view text) {
   if (text.empty() || (text[0] != '\'' && text[0] != '"')) return std::nullopt;
+  text = text.substr(0, kMaxLiteral);
   const char quote = text[0];
   std::string value;
   for (size_t i = 1; i < text.size(); ++i) {
@@ -71,7 +76,7 @@ std::string chatml_default_system(std::string_view source) {
         if (auto literal = string_literal(rest.substr(join.size()))) return *literal;
       }
     }
-    const size_t end = rest.find("<|im_end|>");
+    const size_t end = rest.substr(0, kMaxLiteral).find("<|im_end|>");
     if (end == std::string_view::npos || end == 0) continue;
     const std::string_view literal = rest.substr(0, end);
     if (literal.find_first_of("'\"{}") != std::string_view::npos) continue;  // code, not a literal
