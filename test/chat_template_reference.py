@@ -10,8 +10,9 @@ multi-turn conversations with and without a system prompt it checks, against wha
 build/test/chat_template_tokens prints:
 
   identification  kuiper recognises each template (by markers) as the expected layout, and
-                  refuses the ones whose layout it does not write (LLaMA 3.1, Mistral v3 and v7,
-                  QwQ, Phi-4, TinyLlama's Zephyr, Gemma)
+                  refuses the ones whose layout it does not write (Mistral v3 and v7, QwQ, Phi-4,
+                  TinyLlama's Zephyr, Gemma); LLaMA 3.2's template dates its system turn with
+                  strftime_now, today's date on both sides
   text            the layout kuiper renders equals the Jinja rendering, character for character
                   (every identified template but the first Mistral v0.1 one, see templates.json)
   token ids       where the tokenizer is here: the Jinja rendering tokenized as transformers does,
@@ -297,6 +298,8 @@ def check_ids(tool, root, entries, jinja_files, chatml_tokenizer, check):
         ("llama-2-chat", "models/tokenizers/llama2/tokenizer.model", llama2_reference, "the template's rendering"),
         ("llama-2-chat", "models/stories260K/tok512.model", llama2_reference, "the template's rendering"),
         ("llama-3-instruct", "models/tokenizers/llama3/tokenizer.model", llama3_reference, "the template's rendering"),
+        ("llama-3.1-instruct", "models/tokenizers/llama3/tokenizer.model", llama3_reference, "the template's rendering"),
+        ("llama-3.2-instruct", "models/tokenizers/llama3/tokenizer.model", llama3_reference, "the template's rendering"),
         ("mistral-instruct-v1", "models/tokenizers/llama2/tokenizer.model", mistral_common_reference,
          "mistral_common's v1 encoding (LLaMA 2 SentencePiece standing in)"),
     ]

@@ -75,14 +75,14 @@ int main(int argc, char** argv) {
   std::unique_ptr<ChatTemplate> chat_template;
   std::unique_ptr<ChatFormat> format;
   if (render) {
-    ChatmlOptions chatml;
+    ChatFormatOptions options;
     if (!hints.jinja.empty()) {
       auto identified = identify_chat_template(hints.jinja);
       if (!identified.ok()) return fail(identified.status().message());
       if (*kind == ChatTemplateKind::kAuto) *kind = identified->kind;
-      chatml = identified->chatml;
+      options = identified->options;
     }
-    auto made = make_chat_format(*kind, chatml);
+    auto made = make_chat_format(*kind, options);
     if (!made.ok()) return fail(made.status().message());
     format = std::move(*made);
   } else {

@@ -198,8 +198,8 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
   for (const auto& c : cases) {
     KUIPER_ASSERT_OK_AND_ASSIGN(auto identified, identify_chat_template(c.source));
     EXPECT_EQ(identified.kind, c.kind) << c.source;
-    EXPECT_EQ(identified.chatml.default_system, c.default_system) << c.source;
-    EXPECT_FALSE(identified.chatml.drops_reasoning) << c.source;
+    EXPECT_EQ(identified.options.default_system, c.default_system) << c.source;
+    EXPECT_FALSE(identified.options.drops_reasoning) << c.source;
     EXPECT_FALSE(identified.description.empty()) << c.source;
   }
   const char* refusals[] = {
@@ -217,12 +217,28 @@ TEST(ChatFormats, IdentifiesTemplatesByTheirMarkers) {
       "{{ '[INST] <<SYS>>\n' + system + '\n<</SYS>>\n\n' + content + ' [/INST]' }}",
       "{{ bos_token }}{{ '[SYSTEM_PROMPT]' + system + '[/SYSTEM_PROMPT]' }}{{ '[INST]' + content + '[/INST]' }}",
   };
+  // LLaMA 3.1: a system turn always, dated by date_string; one written under a condition is not.
+  KUIPER_ASSERT_OK_AND_ASSIGN(
+      auto llama31, identify_chat_template("{%- if not date_string is defined %}{%- set date_string = \"26 Jul 2024\" %}"
+                                           "{%- endif %}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
+                                           "{{- \"Cutting Knowledge Date: December 2023\\n\" }}{{- system_message }}"
+                                           "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}"
+                                           "{{- \"<|eot_id|>\" }}"));
+  EXPECT_EQ(llama31.kind, ChatTemplateKind::kLlama3);
+  EXPECT_TRUE(llama31.options.always_system_turn);
+  EXPECT_EQ(llama31.options.system_preamble, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+  KUIPER_ASSERT_OK_AND_ASSIGN(
+      auto conditional, identify_chat_template("{%- if system_message != '' %}{{- \"<|start_header_id|>system"
+                                               "<|end_header_id|>\\n\\n\" }}{%- endif %}{{- '<|start_header_id|>' + "
+                                               "message['role'] + '<|end_header_id|>' + '<|eot_id|>' }}"));
+  EXPECT_FALSE(conditional.options.always_system_turn);
+
   // An untrusted template (GGUF metadata) of many system-turn markers without an end is looked
   // through in bounded windows, not from each marker to its end.
   std::string hostile = "<|im_end|>";
   for (int i = 0; i < 20000; ++i) hostile += "<|im_start|>system\\n{x}";
   KUIPER_ASSERT_OK_AND_ASSIGN(auto looked_through, identify_chat_template(hostile));
-  EXPECT_EQ(looked_through.chatml.default_system, "");
+  EXPECT_EQ(looked_through.options.default_system, "");
   for (const char* unknown : refusals) {
     auto refused = identify_chat_template(unknown);
     ASSERT_FALSE(refused.ok()) << unknown;

@@ -43,11 +43,11 @@ StatusOr<ChatTemplateKind> parse_chat_template_kind(std::string_view name) {
                           "' (use auto, llama2, llama3, chatml or mistral)");
 }
 
-StatusOr<std::unique_ptr<ChatFormat>> make_chat_format(ChatTemplateKind kind, ChatmlOptions chatml) {
+StatusOr<std::unique_ptr<ChatFormat>> make_chat_format(ChatTemplateKind kind, ChatFormatOptions options) {
   switch (kind) {
     case ChatTemplateKind::kLlama2: return make_llama2_chat_format();
-    case ChatTemplateKind::kLlama3: return make_llama3_chat_format();
-    case ChatTemplateKind::kChatml: return make_chatml_chat_format(std::move(chatml));
+    case ChatTemplateKind::kLlama3: return make_llama3_chat_format(std::move(options));
+    case ChatTemplateKind::kChatml: return make_chatml_chat_format(std::move(options));
     case ChatTemplateKind::kMistral: return make_mistral_chat_format();
     case ChatTemplateKind::kAuto: break;
   }
@@ -57,12 +57,12 @@ StatusOr<std::unique_ptr<ChatFormat>> make_chat_format(ChatTemplateKind kind, Ch
 StatusOr<ChosenChatTemplate> choose_chat_template(ChatTemplateKind requested, const ChatTemplateHints& hints,
                                                   const Tokenizer& tokenizer) {
   ChatTemplateKind kind = requested;
-  ChatmlOptions chatml;
+  ChatFormatOptions options;
   std::string reason = "chosen with --template";
   if (!hints.jinja.empty()) {
     auto identified = identify_chat_template(hints.jinja);
     if (identified.ok()) {
-      chatml = identified->chatml;
+      options = identified->options;
       if (kind == ChatTemplateKind::kAuto) {
         kind = identified->kind;
         reason = "identified " + identified->description + " in " + hints.jinja_origin;
@@ -79,7 +79,7 @@ StatusOr<ChosenChatTemplate> choose_chat_template(ChatTemplateKind requested, co
     kind = kind_from_tokenizer(tokenizer);
     reason = "from the tokenizer's special tokens (the model's files name no chat template; --template chooses one)";
   }
-  KUIPER_ASSIGN_OR_RETURN(auto format, make_chat_format(kind, std::move(chatml)));
+  KUIPER_ASSIGN_OR_RETURN(auto format, make_chat_format(kind, std::move(options)));
   ChosenChatTemplate chosen;
   KUIPER_ASSIGN_OR_RETURN(chosen.chat_template, ChatTemplate::create(std::move(format), tokenizer, hints.eos_ids));
   chosen.reason = std::move(reason);

@@ -22,7 +22,7 @@ StatusOr<ChatTemplateKind> parse_chat_template_kind(std::string_view name);
 // A known layout recognised in a Jinja chat_template.
 struct IdentifiedChatTemplate {
   ChatTemplateKind kind = ChatTemplateKind::kAuto;
-  ChatmlOptions chatml;  // ChatML: the default system prompt, whether reasoning is dropped
+  ChatFormatOptions options;  // what the template does beyond its family's plain layout
   std::string description;  // what was recognised, for messages ("Qwen2.5 ChatML")
 };
 
@@ -30,7 +30,7 @@ struct IdentifiedChatTemplate {
 // templates share (role tokens, [INST]/<<SYS>>, default system prompts), not by comparing one
 // exact string, so that re-formatted or slightly edited copies are recognised too. Fails with
 // kUnsupported, saying what it saw and suggesting --template, for any other template (including
-// LLaMA 3.1's and Mistral v3's, whose layouts differ from the ones kuiper writes). Used for
+// Mistral v3's and Phi-4's, whose layouts differ from the ones kuiper writes). Used for
 // tokenizer_config.json's chat_template and for a GGUF file's tokenizer.chat_template.
 StatusOr<IdentifiedChatTemplate> identify_chat_template(std::string_view jinja_source);
 
@@ -61,7 +61,7 @@ StatusOr<ChosenChatTemplate> choose_chat_template(ChatTemplateKind requested, co
                                                   const Tokenizer& tokenizer);
 
 // The layout of a kind, without a tokenizer (for rendering text); kAuto names no layout and fails.
-StatusOr<std::unique_ptr<ChatFormat>> make_chat_format(ChatTemplateKind kind, ChatmlOptions chatml = {});
+StatusOr<std::unique_ptr<ChatFormat>> make_chat_format(ChatTemplateKind kind, ChatFormatOptions options = {});
 
 // choose_chat_template without hints.
 StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(ChatTemplateKind kind, const Tokenizer& tokenizer);

@@ -1,10 +1,10 @@
 // identify_chat_template: recognises a model's Jinja chat_template by the markers its family's
 // templates have in common. Markers, not exact strings: the same layout ships in many spellings
 // (whitespace-controlled or not, ' or " quotes, edited copies, GGUF re-exports). Templates that
-// carry a family's markers but lay a plain conversation out differently (LLaMA 3.1's dated
-// system turn, Mistral's [SYSTEM_PROMPT], Phi-4's <|im_sep|>, a reasoning model's generation
-// prompt that opens <think>) are refused by their own markers, so that none is mistaken for the
-// family's layout.
+// carry a family's markers but lay a plain conversation out differently (Mistral's
+// [SYSTEM_PROMPT], Phi-4's <|im_sep|>, a reasoning model's generation prompt that opens <think>)
+// are refused by their own markers, so that none is mistaken for the family's layout.
+#include <ctime>
 #include <optional>
 #include <string>
 
@@ -90,6 +90,39 @@ std::string chatml_default_system(std::string_view source) {
   return "";
 }
 
+// Whether the template text at `at` lies under a condition or loop: the nearest block tag before
+// it opens one ({% if %}, {% elif %}, {% else %}, {% for %}) rather than closing one or setting a
+// variable. Enough to tell LLaMA 3.1's system turn (written always, after an {% endif %}) from
+// one written only when there is a system prompt.
+bool under_condition(std::string_view source, size_t at) {
+  const size_t open = source.rfind("{%", at);
+  if (open == std::string_view::npos) return false;
+  std::string_view tag = source.substr(open + 2, 16);
+  while (!tag.empty() && (tag.front() == '-' || tag.front() == '+' || tag.front() == ' ' || tag.front() == '\n')) {
+    tag.remove_prefix(1);
+  }
+  return tag.starts_with("if ") || tag.starts_with("elif ") || tag.starts_with("else") || tag.starts_with("for ");
+}
+
+// The text after `marker` up to the end of its string literal or line ("December 2023").
+std::string text_after(std::string_view source, std::string_view marker) {
+  const size_t at = source.find(marker);
+  if (at == std::string_view::npos) return "";
+  const std::string_view rest = source.substr(at + marker.size(), 64);
+  return std::string(rest.substr(0, rest.find_first_of("\\\"'\n")));
+}
+
+// Today as strftime("%d %b %Y") writes it in the C locale ("26 Jul 2024"), the date transformers'
+// strftime_now gives a LLaMA 3.2 template.
+std::string today_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[32];
+  std::strftime(text, sizeof text, "%d %b %Y", &local);
+  return text;
+}
+
 // A ChatML generation prompt that opens the reply with "<think>" (QwQ, Qwen3-Next/3.5 thinking):
 // the layout of the turn being answered then differs from the history's. A closed
 // "<think>\n\n</think>" (Qwen3 with thinking switched off) opens nothing.
@@ -117,17 +150,35 @@ Status unknown(std::string_view what) {
 
 StatusOr<IdentifiedChatTemplate> identify_chat_template(std::string_view source) {
   if (contains(source, "<|start_header_id|>") && contains(source, "<|eot_id|>")) {
-    // LLaMA 3.1 and later always write a system turn with knowledge and current dates, and tool
-    // turns; their layout of a plain conversation is not LLaMA 3's.
-    if (contains(source, "Cutting Knowledge Date") || contains(source, "Environment: ipython")) {
-      return unknown("is LLaMA 3.1-style (a system turn with 'Cutting Knowledge Date'), whose layout differs "
-                     "from LLaMA 3's (--template llama3 lays out LLaMA 3's)");
-    }
     if (!writes_role_headers(source, "<|start_header_id|>", "system")) {
       return unknown("has LLaMA 3's tokens but writes no role header per message (a fixed prompt such as "
                      "Llama Guard's)");
     }
-    return IdentifiedChatTemplate{ChatTemplateKind::kLlama3, {}, "LLaMA 3 instruct"};
+    if (contains(source, "<|image|>")) return unknown("is a LLaMA 3.2 Vision layout (<|image|>)");
+    IdentifiedChatTemplate found{ChatTemplateKind::kLlama3, {}, "LLaMA 3 instruct"};
+    // LLaMA 3.1 and later write the system header as a literal, always, and open the turn with
+    // the knowledge cutoff and a date: the day it runs where the template asks strftime_now
+    // (3.2), else its default date_string.
+    if (const size_t header = source.find("<|start_header_id|>system<|end_header_id|>");
+        header != std::string_view::npos && !under_condition(source, header)) {
+      found.options.always_system_turn = true;
+      found.description = "LLaMA 3.1+ instruct (a system turn always)";
+    }
+    if (found.options.always_system_turn && contains(source, "Cutting Knowledge Date: ")) {
+      const std::string cutoff = text_after(source, "Cutting Knowledge Date: ");
+      std::string today;
+      if (contains(source, "strftime_now")) {
+        today = today_date();
+      } else if (const size_t at = source.find("set date_string = "); at != std::string_view::npos) {
+        today = string_literal(source.substr(at + 18)).value_or("");
+      }
+      if (cutoff.empty() || today.empty()) {
+        return unknown("is LLaMA 3.1-style but its knowledge cutoff or date could not be read");
+      }
+      found.options.system_preamble = "Cutting Knowledge Date: " + cutoff + "\nToday Date: " + today + "\n\n";
+      found.description = "LLaMA 3.1+ instruct (a system turn dated " + today + ")";
+    }
+    return found;
   }
   if (contains(source, "<|im_start|>") && contains(source, "<|im_end|>")) {
     if (contains(source, "<|im_sep|>")) return unknown("is Phi-4-style ChatML (<|im_sep|> after the role)");
@@ -139,10 +190,10 @@ StatusOr<IdentifiedChatTemplate> identify_chat_template(std::string_view source)
     }
     IdentifiedChatTemplate found{ChatTemplateKind::kChatml, {chatml_default_system(source)}, "ChatML"};
     // Qwen3 and other reasoning models: content.split('</think>')[-1] for earlier answers.
-    found.chatml.drops_reasoning = contains(source, "</think>") && contains(source, "split(");
+    found.options.drops_reasoning = contains(source, "</think>") && contains(source, "split(");
     if (contains(source, "You are Qwen, created by Alibaba Cloud")) found.description = "Qwen2.5 ChatML";
-    if (found.chatml.drops_reasoning) found.description += " (earlier answers without their reasoning)";
-    if (!found.chatml.default_system.empty()) found.description += " with a default system prompt";
+    if (found.options.drops_reasoning) found.description += " (earlier answers without their reasoning)";
+    if (!found.options.default_system.empty()) found.description += " with a default system prompt";
     return found;
   }
   if (contains(source, "[INST]") && !contains(source, "bos_token")) {

@@ -4,7 +4,7 @@
 //   <|im_start|>assistant\n{assistant}<|im_end|>\n   ... and for the open turn
 //   <|im_start|>assistant\n
 // Messages are not stripped (the templates do not strip them); Qwen3's drops the reasoning of
-// earlier answers (ChatmlOptions). Each stretch between special
+// earlier answers (ChatFormatOptions). Each stretch between special
 // tokens is one tokenizer call, as the rendered text is split by transformers before encoding,
 // so a role line and its message are encoded together.
 #include "kuiper/generation/chat_formats.h"
@@ -14,7 +14,7 @@ namespace {
 
 class ChatmlFormat final : public ChatFormat {
  public:
-  explicit ChatmlFormat(ChatmlOptions options) : options_(std::move(options)) {}
+  explicit ChatmlFormat(ChatFormatOptions options) : options_(std::move(options)) {}
 
   std::string name() const override { return "chatml"; }
 
@@ -62,12 +62,12 @@ class ChatmlFormat final : public ChatFormat {
     layout.push_back(text_piece("\n"));
   }
 
-  ChatmlOptions options_;
+  ChatFormatOptions options_;
 };
 
 }  // namespace
 
-std::unique_ptr<ChatFormat> make_chatml_chat_format(ChatmlOptions options) {
+std::unique_ptr<ChatFormat> make_chatml_chat_format(ChatFormatOptions options) {
   return std::make_unique<ChatmlFormat>(std::move(options));
 }
 

@@ -4,7 +4,9 @@
 //   <|start_header_id|>system<|end_header_id|>\n\n{system}<|eot_id|>        (when there is one)
 //   <|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>
 //   <|start_header_id|>assistant<|end_header_id|>\n\n{assistant}<|eot_id|>  ... and for the
-// open turn the assistant header alone. Messages are stripped and encoded on their own, as the
+// open turn the assistant header alone. LLaMA 3.1 and later (Llama-3.1/3.2/3.3-Instruct) always
+// write the system turn, opening "Cutting Knowledge Date: ...\nToday Date: ...\n\n" before the
+// (possibly empty) system prompt (ChatFormatOptions). Messages are stripped and encoded on their own, as the
 // reference does (the same ids as encoding the whole text with special tokens allowed, since
 // tiktoken's pre-tokenizer never joins the header's "\n\n" with a stripped message).
 #include "kuiper/generation/chat_formats.h"
@@ -14,13 +16,21 @@ namespace {
 
 class Llama3ChatFormat final : public ChatFormat {
  public:
+  explicit Llama3ChatFormat(ChatFormatOptions options) : options_(std::move(options)) {}
+
   std::string name() const override { return "llama3"; }
 
   ChatLayout open_turn(std::string_view system, std::string_view user, bool first_turn) const override {
     ChatLayout layout;
     if (first_turn) {
       layout.push_back(special_piece("<|begin_of_text|>"));
-      if (!system.empty()) append_message("system", system, layout);
+      if (options_.always_system_turn) {
+        append_header("system", layout);
+        layout.push_back(text_piece(options_.system_preamble + std::string(strip_message(system))));
+        layout.push_back(special_piece("<|eot_id|>"));
+      } else if (!system.empty()) {
+        append_message("system", system, layout);
+      }
     }
     append_message("user", user, layout);
     append_header("assistant", layout);
@@ -50,10 +60,14 @@ class Llama3ChatFormat final : public ChatFormat {
     layout.push_back(text_piece(std::string(strip_message(content))));
     layout.push_back(special_piece("<|eot_id|>"));
   }
+
+  ChatFormatOptions options_;
 };
 
 }  // namespace
 
-std::unique_ptr<ChatFormat> make_llama3_chat_format() { return std::make_unique<Llama3ChatFormat>(); }
+std::unique_ptr<ChatFormat> make_llama3_chat_format(ChatFormatOptions options) {
+  return std::make_unique<Llama3ChatFormat>(std::move(options));
+}
 
 }  // namespace kuiper
