@@ -54,8 +54,9 @@ struct ChosenChatTemplate {
 // The template for a model. kAuto identifies the hints' Jinja template (an unknown one fails),
 // else uses generation_config.json's eos ids (<|eot_id|> -> llama3, <|im_end|> -> chatml), else
 // the tokenizer: ChatML or LLaMA 3 when it has their special tokens, LLaMA 2 otherwise. An
-// explicit kind is used as asked (ChatML keeps the default system prompt the hints' template
-// supplies). A kind the tokenizer cannot express fails. The hints' eos ids also stop replies.
+// explicit kind is used as asked, with what the hints' template adds to its family's layout
+// (ChatML's default system prompt, LLaMA 3.1's dated system turn). A kind the tokenizer cannot
+// express fails. The hints' eos ids also stop replies.
 // The template refers to `tokenizer`, which must outlive it.
 StatusOr<ChosenChatTemplate> choose_chat_template(ChatTemplateKind requested, const ChatTemplateHints& hints,
                                                   const Tokenizer& tokenizer);
