@@ -143,17 +143,16 @@ int run(int argc, char** argv) {
   if (!kind.ok()) return cli::fail(kProgram, kind.status());
   auto hints = read_chat_template_hints(loaded->model_path);
   if (!hints.ok()) return cli::fail(kProgram, hints.status());
-  auto chosen = choose_chat_template(*kind, *hints, *loaded->tokenizer);
-  if (!chosen.ok()) return cli::fail(kProgram, chosen.status());
-  const ChatTemplate& chat_template = *chosen->chat_template;
+  auto chat_template = choose_chat_template(*kind, *hints, *loaded->tokenizer);
+  if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
 
   Sampler sampler(cli::sampler_config(flags));
   Session session(*loaded->model, *loaded->tokenizer, sampler);
-  Conversation conversation(session, chat_template, chat.system, chat.max_reply);
+  Conversation conversation(session, **chat_template, chat.system, chat.max_reply);
   const bool interactive = cli::stdin_is_terminal();
   Chat loop(conversation, session, interactive);
   std::fprintf(stderr, "%s: %s, %s template (%s), context %d tokens\n", kProgram, loaded->model_path.c_str(),
-               chat_template.name().c_str(), chosen->reason.c_str(), session.context());
+               (*chat_template)->name().c_str(), (*chat_template)->origin().c_str(), session.context());
 
   if (!interactive) {
     std::string line;

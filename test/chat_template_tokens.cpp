@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     tokenizer = std::move(*loaded);
     auto chosen = choose_chat_template(*kind, hints, *tokenizer);
     if (!chosen.ok()) return fail(chosen.status().message());
-    chat_template = std::move(chosen->chat_template);
+    chat_template = std::move(*chosen);
   }
 
   if (format) {

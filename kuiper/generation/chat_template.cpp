@@ -27,8 +27,9 @@ ChatLayout dialog_layout(const ChatFormat& format, std::string_view system, std:
 
 StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::create(std::unique_ptr<ChatFormat> format,
                                                              const Tokenizer& tokenizer,
-                                                             std::span<const int32_t> extra_stops) {
-  std::unique_ptr<ChatTemplate> chat(new ChatTemplate(std::move(format), tokenizer));
+                                                             std::span<const int32_t> extra_stops,
+                                                             std::string origin) {
+  std::unique_ptr<ChatTemplate> chat(new ChatTemplate(std::move(format), tokenizer, std::move(origin)));
   // Every special token the layouts use, found now rather than in the middle of a conversation.
   const ChatExchange probe{"u", "a"};
   for (const ChatPiece& piece : dialog_layout(*chat->format_, "s", std::span(&probe, 1), "u")) {

@@ -85,10 +85,14 @@ class ChatTemplate {
   // fails for that reason in the middle of a conversation). `tokenizer`
   // must outlive the template. `extra_stops` are further ids that end a reply (the
   // eos_token_id list of the model's generation_config.json).
+  // `origin` says how the template was chosen, for the user.
   static StatusOr<std::unique_ptr<ChatTemplate>> create(std::unique_ptr<ChatFormat> format, const Tokenizer& tokenizer,
-                                                        std::span<const int32_t> extra_stops = {});
+                                                        std::span<const int32_t> extra_stops = {},
+                                                        std::string origin = "");
 
   std::string name() const { return format_->name(); }
+  // How it was chosen ("identified Qwen2.5 ChatML in model/tokenizer_config.json").
+  const std::string& origin() const { return origin_; }
   const ChatFormat& format() const { return *format_; }
 
   StatusOr<std::vector<int32_t>> open_turn(std::string_view system, std::string_view user, bool first_turn) const;
@@ -107,13 +111,14 @@ class ChatTemplate {
                                                std::string_view user) const;
 
  private:
-  ChatTemplate(std::unique_ptr<ChatFormat> format, const Tokenizer& tokenizer)
-      : format_(std::move(format)), tokenizer_(tokenizer) {}
+  ChatTemplate(std::unique_ptr<ChatFormat> format, const Tokenizer& tokenizer, std::string origin)
+      : format_(std::move(format)), tokenizer_(tokenizer), origin_(std::move(origin)) {}
   StatusOr<int32_t> special_id(std::string_view text) const;
   StatusOr<std::vector<int32_t>> encode(const ChatLayout& layout) const;
 
   std::unique_ptr<ChatFormat> format_;
   const Tokenizer& tokenizer_;
+  std::string origin_;
   std::vector<int32_t> close_;
   std::vector<int32_t> stops_;
 };

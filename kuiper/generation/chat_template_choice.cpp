@@ -54,7 +54,7 @@ StatusOr<std::unique_ptr<ChatFormat>> make_chat_format(ChatTemplateKind kind, Ch
   return invalid_argument("'auto' names no chat layout: identify the model's template first");
 }
 
-StatusOr<ChosenChatTemplate> choose_chat_template(ChatTemplateKind requested, const ChatTemplateHints& hints,
+StatusOr<std::unique_ptr<ChatTemplate>> choose_chat_template(ChatTemplateKind requested, const ChatTemplateHints& hints,
                                                   const Tokenizer& tokenizer) {
   ChatTemplateKind kind = requested;
   ChatFormatOptions options;
@@ -80,15 +80,11 @@ StatusOr<ChosenChatTemplate> choose_chat_template(ChatTemplateKind requested, co
     reason = "from the tokenizer's special tokens (the model's files name no chat template; --template chooses one)";
   }
   KUIPER_ASSIGN_OR_RETURN(auto format, make_chat_format(kind, std::move(options)));
-  ChosenChatTemplate chosen;
-  KUIPER_ASSIGN_OR_RETURN(chosen.chat_template, ChatTemplate::create(std::move(format), tokenizer, hints.eos_ids));
-  chosen.reason = std::move(reason);
-  return chosen;
+  return ChatTemplate::create(std::move(format), tokenizer, hints.eos_ids, std::move(reason));
 }
 
 StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(ChatTemplateKind kind, const Tokenizer& tokenizer) {
-  KUIPER_ASSIGN_OR_RETURN(auto chosen, choose_chat_template(kind, {}, tokenizer));
-  return std::move(chosen.chat_template);
+  return choose_chat_template(kind, {}, tokenizer);
 }
 
 }  // namespace kuiper

@@ -46,19 +46,14 @@ struct ChatTemplateHints {
 // and generation_config.json's eos_token_id. Missing files give empty hints; damaged ones fail.
 StatusOr<ChatTemplateHints> read_chat_template_hints(const std::string& model_path);
 
-struct ChosenChatTemplate {
-  std::unique_ptr<ChatTemplate> chat_template;
-  std::string reason;  // how it was chosen, for the user ("identified Qwen2.5 ChatML in ...")
-};
-
 // The template for a model. kAuto identifies the hints' Jinja template (an unknown one fails),
 // else uses generation_config.json's eos ids (<|eot_id|> -> llama3, <|im_end|> -> chatml), else
 // the tokenizer: ChatML or LLaMA 3 when it has their special tokens, LLaMA 2 otherwise. An
 // explicit kind is used as asked, with what the hints' template adds to its family's layout
 // (ChatML's default system prompt, LLaMA 3.1's dated system turn). A kind the tokenizer cannot
-// express fails. The hints' eos ids also stop replies.
+// express fails. The hints' eos ids also stop replies; ChatTemplate::origin() says how it was chosen.
 // The template refers to `tokenizer`, which must outlive it.
-StatusOr<ChosenChatTemplate> choose_chat_template(ChatTemplateKind requested, const ChatTemplateHints& hints,
+StatusOr<std::unique_ptr<ChatTemplate>> choose_chat_template(ChatTemplateKind requested, const ChatTemplateHints& hints,
                                                   const Tokenizer& tokenizer);
 
 // The layout of a kind, without a tokenizer (for rendering text); kAuto names no layout and fails.
