@@ -130,8 +130,10 @@ int run(int argc, char** argv) {
   ChatFlags chat;
   cli::add_model_flags(app, flags);
   app.add_option("--system", chat.system, "system prompt (default: none)");
-  app.add_option("--template", chat.chat_template, "chat layout: llama2, llama3, or auto (from the tokenizer)")
-      ->check(CLI::IsMember({"auto", "llama2", "llama3"}));
+  app.add_option("--template", chat.chat_template,
+                 "chat layout: llama2, llama3, chatml, mistral, or auto (from the model's chat_template, "
+                 "generation_config.json or tokenizer)")
+      ->check(CLI::IsMember({"auto", "llama2", "llama3", "chatml", "mistral"}));
   app.add_option("--max-reply", chat.max_reply, "maximum tokens per reply")->check(CLI::PositiveNumber);
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
@@ -139,7 +141,9 @@ int run(int argc, char** argv) {
   if (!loaded.ok()) return cli::fail(kProgram, loaded.status());
   auto kind = parse_chat_template_kind(chat.chat_template);
   if (!kind.ok()) return cli::fail(kProgram, kind.status());
-  auto chat_template = make_chat_template(*kind, *loaded->tokenizer);
+  auto hints = read_chat_template_hints(loaded->model_path);
+  if (!hints.ok()) return cli::fail(kProgram, hints.status());
+  auto chat_template = choose_chat_template(*kind, *hints, *loaded->tokenizer);
   if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
 
   Sampler sampler(cli::sampler_config(flags));
@@ -147,8 +151,8 @@ int run(int argc, char** argv) {
   Conversation conversation(session, **chat_template, chat.system, chat.max_reply);
   const bool interactive = cli::stdin_is_terminal();
   Chat loop(conversation, session, interactive);
-  std::fprintf(stderr, "%s: %s, %s template, context %d tokens\n", kProgram, loaded->model_path.c_str(),
-               (*chat_template)->name().c_str(), session.context());
+  std::fprintf(stderr, "%s: %s, %s template (%s), context %d tokens\n", kProgram, loaded->model_path.c_str(),
+               (*chat_template)->name().c_str(), (*chat_template)->origin().c_str(), session.context());
 
   if (!interactive) {
     std::string line;

@@ -7,12 +7,19 @@
                     stderr), every turn is still answered, the context never exceeds 64, a
                     message too long for the context is refused and the next one answered
   commands          /reset empties the context, /stats reports it, /exit ends the input early
+  templates         a model directory's tokenizer_config.json chooses the template (said on
+                    stderr); an unknown chat_template is one error line suggesting --template,
+                    and --template overrides it
 
 Usage: chat_cli_script.py path/to/llama_chat
 """
+import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 STATS = re.compile(r"^context: (\d+)/(\d+) tokens \| last turn: prefilled (\d+) tokens .*replied (\d+) tokens",
                    re.M)
@@ -66,9 +73,33 @@ def commands(tool):
     check(stats[3] == stats[0], f"the same first turn after /reset differs: {stats}", stderr)
 
 
+def templates(tool):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as directory:
+        model = os.path.join(directory, "stories260K.bin")
+        shutil.copy(os.path.join(root, "models/stories260K/stories260K.bin"), model)
+        shutil.copy(os.path.join(root, "models/stories260K/tok512.model"), directory)
+        config = os.path.join(directory, "tokenizer_config.json")
+        with open(config, "w") as f:
+            json.dump({"chat_template": "{{ bos_token }}{% for m in messages %}{{ ' [INST] ' + m['content'] + "
+                                        "' [/INST]' }}{% endfor %}"}, f)
+        _, stderr, stats = run(tool, ["Hello"], "-m", model, "--max-reply", "5")
+        check("mistral template (identified Mistral instruct v1 in " in stderr and len(stats) == 1,
+              "the Mistral template was not identified", stderr)
+        with open(config, "w") as f:
+            json.dump({"chat_template": "<start_of_turn>{{ m }}<end_of_turn>"}, f)
+        result = subprocess.run([tool, "-m", model], input=b"Hello\n", capture_output=True, timeout=60)
+        error = result.stderr.decode(errors="replace").strip()
+        check(result.returncode != 0 and "--template" in error and "tokenizer_config.json" in error
+              and len(error.splitlines()) == 1, f"unknown template: exit {result.returncode}, stderr:\n{error}")
+        _, stderr, stats = run(tool, ["Hello"], "-m", model, "--max-reply", "5", "--template", "llama2")
+        check("llama2 template (chosen with --template)" in stderr and len(stats) == 1,
+              "--template did not override the unknown template", stderr)
+
+
 def main():
     tool = sys.argv[1]
-    for test in (three_turns, tiny_context, commands):
+    for test in (three_turns, tiny_context, commands, templates):
         test(tool)
         print(f"{test.__name__}: ok")
     return 0

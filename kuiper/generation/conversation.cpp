@@ -16,11 +16,12 @@ void Conversation::reset() {
 }
 
 Status Conversation::append_history(size_t first, std::vector<int32_t>& ids) const {
-  const std::vector<int32_t> close = template_.close_reply();
+  const std::vector<int32_t>& close = template_.close_reply();
   for (size_t i = first; i < turns_.size(); ++i) {
     KUIPER_ASSIGN_OR_RETURN(auto open, template_.open_turn(system_, turns_[i].user, i == first));
     ids.insert(ids.end(), open.begin(), open.end());
-    ids.insert(ids.end(), turns_[i].reply.begin(), turns_[i].reply.end());
+    KUIPER_ASSIGN_OR_RETURN(auto reply, template_.history_reply(turns_[i].reply));
+    ids.insert(ids.end(), reply.begin(), reply.end());
     ids.insert(ids.end(), close.begin(), close.end());
   }
   return ok_status();

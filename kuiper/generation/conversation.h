@@ -5,9 +5,11 @@
 // kept as the token ids the model generated, not as text: re-encoding the reply's text can give
 // other ids (LLaMA 2's reference encodes the answer in one SentencePiece call with its
 // instruction and a trailing space; a sampled reply need not be in canonical tokenization), and
-// the ids are what the cache already holds. With canonical reply ids the history equals
-// ChatTemplate::encode_dialog of the same conversation (LLaMA 3 exactly; LLaMA 2 up to the
-// reference's space before EOS).
+// the ids are what the cache already holds; except where the template rewrites earlier answers
+// (Qwen3 drops their reasoning: ChatTemplate::history_reply), and then the cache is re-read from
+// that reply on. With canonical reply ids the history equals ChatTemplate::encode_dialog of the
+// same conversation (LLaMA 3 and Mistral exactly; ChatML up to the role line and the answer being
+// one tokenizer call there; LLaMA 2 up to the reference's space before EOS).
 //
 // The cache. Before a turn, the conversation's token sequence is compared with what the cache
 // holds; the cache is cut back to their common prefix and only the rest is prefilled. In a

@@ -1,40 +1,33 @@
-// LLaMA 2 chat, as Meta's reference chat_completion lays it out:
+// LLaMA 2 chat, as Meta's reference chat_completion lays it out (and Llama-2-*-chat-hf's Jinja
+// template renders it):
 //   finished exchange:  BOS "[INST] {user} [/INST] {assistant} " EOS
 //   open turn:          BOS "[INST] {user} [/INST]"
 // with the system prompt folded into the first user message as
 // "<<SYS>>\n{system}\n<</SYS>>\n\n{user}", and each message stripped (the folded message as a
 // whole). Each BOS "[INST] ..." stretch is one SentencePiece call, so it gets one dummy-prefix space.
-#include <string>
-
-#include "kuiper/generation/llama_chat_templates.h"
+#include "kuiper/generation/chat_formats.h"
 
 namespace kuiper {
 namespace {
 
-class Llama2ChatTemplate final : public ChatTemplate {
+class Llama2ChatFormat final : public ChatFormat {
  public:
-  explicit Llama2ChatTemplate(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
-
   std::string name() const override { return "llama2"; }
 
-  StatusOr<std::vector<int32_t>> open_turn(std::string_view system, std::string_view user,
-                                           bool first_turn) const override {
-    return encode_with_bos(instruction(system, user, first_turn));
+  ChatLayout open_turn(std::string_view system, std::string_view user, bool first_turn) const override {
+    return {bos_piece("<s>"), text_piece(instruction(system, user, first_turn))};
   }
 
-  std::vector<int32_t> close_reply() const override { return {eos_id()}; }
-  std::vector<int32_t> stop_tokens() const override { return tokenizer_.eos_ids(); }
+  ChatLayout close_reply() const override { return {eos_piece("</s>")}; }
+  std::vector<std::string> stop_specials() const override { return {}; }
 
-  StatusOr<std::vector<int32_t>> encode_exchange(std::string_view system, const ChatExchange& exchange,
-                                                 bool first_turn) const override {
+  ChatLayout exchange(std::string_view system, const ChatExchange& exchange, bool first_turn) const override {
     // The answer shares the SentencePiece call with its instruction, and ends with a space.
-    std::string text = instruction(system, exchange.user, first_turn);
-    text += ' ';
-    text += strip_message(exchange.assistant);
-    text += ' ';
-    KUIPER_ASSIGN_OR_RETURN(auto ids, encode_with_bos(text));
-    ids.push_back(eos_id());
-    return ids;
+    std::string stretch = instruction(system, exchange.user, first_turn);
+    stretch += ' ';
+    stretch += strip_message(exchange.assistant);
+    stretch += ' ';
+    return {bos_piece("<s>"), text_piece(std::move(stretch)), eos_piece("</s>")};
   }
 
  private:
@@ -47,23 +40,10 @@ class Llama2ChatTemplate final : public ChatTemplate {
     message += user;
     return "[INST] " + std::string(strip_message(message)) + " [/INST]";
   }
-
-  StatusOr<std::vector<int32_t>> encode_with_bos(const std::string& text) const {
-    KUIPER_ASSIGN_OR_RETURN(auto ids, tokenizer_.encode(text, {.add_bos = false, .allow_special = false}));
-    ids.insert(ids.begin(), tokenizer_.bos_id());
-    return ids;
-  }
-
-  // The tokenizer's first end token is its EOS (LLaMA 3 vocabularies list <|eot_id|> after it).
-  int32_t eos_id() const { return tokenizer_.eos_ids().front(); }
-
-  const Tokenizer& tokenizer_;
 };
 
 }  // namespace
 
-std::unique_ptr<ChatTemplate> make_llama2_chat_template(const Tokenizer& tokenizer) {
-  return std::make_unique<Llama2ChatTemplate>(tokenizer);
-}
+std::unique_ptr<ChatFormat> make_llama2_chat_format() { return std::make_unique<Llama2ChatFormat>(); }
 
 }  // namespace kuiper
