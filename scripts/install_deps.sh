@@ -18,15 +18,10 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# The chat template test renders the models' own Jinja chat templates as transformers does, and
-# tokenizes ChatML with the tokenizers library.
-if ! python3 -c 'import jinja2, tokenizers' 2>/dev/null; then
-  python3 -m pip install -q 'jinja2>=3.1' tokenizers 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages 'jinja2>=3.1' tokenizers
-fi  # chat template test tools
-
-# Reference implementations for the tokenizer tests (PyPI).
-if ! python3 -c 'import sentencepiece, tiktoken, tokenizers' 2>/dev/null; then
-  python3 -m pip install -q sentencepiece tiktoken tokenizers 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages sentencepiece tiktoken tokenizers
+# The references the tests compare against (PyPI): sentencepiece, tiktoken and tokenizers for the
+# tokenizers; jinja2 renders the models' own chat templates as transformers does.
+pips=(sentencepiece tiktoken tokenizers 'jinja2>=3.1')
+if ! python3 -c 'import sentencepiece, tiktoken, tokenizers, jinja2' 2>/dev/null; then
+  python3 -m pip install -q "${pips[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${pips[@]}"
 fi
