@@ -36,6 +36,9 @@ struct SamplingParams {
   int max_tokens = 256;
   std::vector<std::string> stop;   // stop strings: output ends before the first match (not included)
   bool ignore_eos = false;         // keep going past the model's end tokens
+  // Token ids that also end the request (not included in the output), e.g. a chat template's
+  // end-of-turn token; ignored with ignore_eos.
+  std::vector<int32_t> stop_token_ids;
 };
 // Checks ranges; the message names the field.
 Status validate(const SamplingParams& params);
