@@ -18,7 +18,7 @@ struct GenerationOptions {
   int max_new_tokens = 256;
   // Tokens that end generation besides the engine's (the tokenizer's end tokens and BOS), e.g.
   // a chat template's end of turn.
-  std::vector<int32_t> stop_tokens;
+  std::vector<int32_t> stop_tokens = {};
   bool ignore_eos = false;  // run max_new_tokens whatever is sampled
 };
 
