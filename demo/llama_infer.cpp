@@ -35,8 +35,6 @@ int main(int argc, char** argv) {
 
   SamplingParams params = cli::sampling_params(flags, steps);
   params.ignore_eos = ignore_eos;
-  std::fputs(prompt.c_str(), stdout);
-  std::fflush(stdout);
   const auto start = Clock::now();
   Clock::time_point first_token = start;
   RequestOutput last;
@@ -49,6 +47,8 @@ int main(int argc, char** argv) {
     last = out;
   });
   if (!submitted.ok()) return cli::fail("llama_infer", submitted.status());
+  std::fputs(prompt.c_str(), stdout);  // the text arrives during the steps below
+  std::fflush(stdout);
   for (;;) {
     auto busy = engine.step();
     if (!busy.ok()) break;  // the request's own output carries the error
