@@ -16,10 +16,7 @@ import subprocess
 import sys
 import time
 
-SHAPES = {  # dim, hidden, layers, heads, kv heads, vocab, rope theta
-    "llama2-7b": (4096, 11008, 32, 32, 32, 32000, 10000.0),
-    "llama3-8b": (4096, 14336, 32, 32, 8, 128256, 500000.0),
-}
+from compare_transformers import SHAPES, random_model
 
 
 def run_kuiper(bench, shape, batch, prompt):
@@ -34,15 +31,9 @@ def run_kuiper(bench, shape, batch, prompt):
 
 def run_transformers(shape, batch, prompt_len, short, long):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    dim, hidden, layers, heads, kv, vocab, theta = SHAPES[shape]
-    config = LlamaConfig(hidden_size=dim, intermediate_size=hidden, num_hidden_layers=layers,
-                         num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab,
-                         max_position_embeddings=4096, rope_theta=theta, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    vocab = SHAPES[shape][5]
+    model = random_model(shape)
     prompts = torch.randint(0, vocab, (batch, prompt_len), device="cuda")
 
     def seconds(n):
