@@ -3,10 +3,14 @@
 // runs), prefix-cache hits against cold prefills, paged block accounting under random load and
 // cancellations, pool exhaustion, stop strings and refusals.
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kuiper/engine/engine.h"
@@ -320,6 +324,39 @@ TEST(Engine, CancelAWaitingAndARunningRequest) {
   EXPECT_TRUE(waiting.tokens.empty());
   EXPECT_EQ(engine->metrics().kv_blocks_used, 0);
   EXPECT_EQ(engine->metrics().requests_cancelled, 2u);
+}
+
+TEST(Engine, RunServesRequestsFromOtherThreadsUntilStopped) {
+  auto engine = make_engine({.max_seqs = 4});
+  std::thread loop([&] { EXPECT_TRUE(engine->run().ok()); });
+  std::mutex mu;
+  std::condition_variable done;
+  int finished = 0;
+  std::vector<Result> results(3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(engine->submit(encode("Once upon a time"), greedy(10 + i), [&, i](const RequestOutput& out) {
+      collect(results[i])(out);
+      if (out.finish == FinishReason::kNone) return;
+      std::lock_guard lock(mu);
+      ++finished;
+      done.notify_all();
+    }).ok());
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(done.wait_for(lock, std::chrono::seconds(60), [&] { return finished == 3; }));
+  }
+  // A request still running when the engine stops ends cancelled.
+  Result long_one;
+  ASSERT_TRUE(engine->submit(encode("Once"), greedy(400), collect(long_one)).ok());
+  engine->stop();
+  loop.join();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(static_cast<int>(results[i].tokens.size()), 10 + i);
+    EXPECT_EQ(results[i].finish, FinishReason::kLength);
+  }
+  EXPECT_NE(long_one.finish, FinishReason::kNone);
+  EXPECT_EQ(engine->metrics().kv_blocks_used, 0);
 }
 
 }  // namespace
