@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kuiper/checkpoint/load_checkpoint.h"
+#include "kuiper/engine/engine.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/sampler/sampler.h"
 #include "kuiper/tokenizer/tokenizer.h"
@@ -28,7 +29,7 @@ struct ModelFlags {
 };
 
 // Adds -m/-t/--format/--device/--dtype (alias --quant int8)/--group-size/-c and, when
-// `sampling`, --temp/--top-p/--top-k/--seed.
+// `sampling`, --temp/--top-p/--top-k/--min-p/--seed.
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling = true);
 
 struct LoadedModel {
@@ -40,6 +41,23 @@ struct LoadedModel {
 // Loads the checkpoint and tokenizer named by the flags (or the defaults), checks that the
 // tokenizer's vocabulary fits the model, and builds the model on the requested device.
 StatusOr<LoadedModel> load_model(const ModelFlags& flags);
+
+// A tokenizer and an engine running the model (one generation path for every program).
+struct LoadedEngine {
+  std::unique_ptr<Tokenizer> tokenizer;  // declared first: the engine refers to it
+  std::unique_ptr<Engine> engine;
+  std::string model_path, tokenizer_path, format;
+};
+// As load_model, but the model runs inside an engine with `options`.
+StatusOr<LoadedEngine> load_engine(const ModelFlags& flags, const EngineOptions& options);
+
+// The flags' sampling (seed resolved as by sampler_config) for a request of max_tokens.
+SamplingParams sampling_params(const ModelFlags& flags, int max_tokens);
+
+// The model options the flags ask for (device, dtype, context).
+StatusOr<ModelOptions> model_options(const ModelFlags& flags);
+// The checkpoint quantized to int8 when --dtype int8 asks for it (with --group-size).
+StatusOr<Checkpoint> quantize_if_asked(Checkpoint checkpoint, const ModelFlags& flags);
 
 // Builds a model from a checkpoint on the device, in the dtype (quantizing to int8 with the
 // group size) and with the context the flags ask for.

@@ -43,7 +43,8 @@ def time_cuda(torch, fn, repeats):
     return statistics.median(times)
 
 
-def run_transformers(shape, prompt_len):
+def random_model(shape):
+    """transformers' LlamaForCausalLM of a named shape with random bf16 weights, on the GPU."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -53,7 +54,14 @@ def run_transformers(shape, prompt_len):
                          max_position_embeddings=4096, rope_theta=theta, tie_word_embeddings=False)
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+        return LlamaForCausalLM(config).to(torch.bfloat16).eval()
+
+
+def run_transformers(shape, prompt_len):
+    import torch
+
+    vocab = SHAPES[shape][5]
+    model = random_model(shape)
     ids = torch.randint(0, vocab, (1, 16), device="cuda")
     prompt = torch.randint(0, vocab, (1, prompt_len), device="cuda")
 
