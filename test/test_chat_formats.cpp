@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kuiper/checkpoint/random_checkpoint.h"
+#include "kuiper/engine/engine.h"
 #include "kuiper/generation/chat_template_choice.h"
 #include "kuiper/generation/conversation.h"
 #include "kuiper/tokenizer/byte_level_alphabet.h"
@@ -58,8 +59,7 @@ std::string write_chatml_tokenizer() {
 // A tiny random model over a tokenizer's vocabulary and a session on it: replies are noise,
 // layouts and the cache are not. (The one place these tests build a session.)
 struct RandomChatModel {
-  std::unique_ptr<LlamaModel> model;
-  Sampler sampler{SamplerConfig{}};
+  std::unique_ptr<Engine> engine;
   std::unique_ptr<Session> session;
 };
 
@@ -69,8 +69,8 @@ StatusOr<std::unique_ptr<RandomChatModel>> random_chat_model(const Tokenizer& to
   c.vocab_size = tokenizer.vocab_size(); c.max_seq_len = context;
   KUIPER_ASSIGN_OR_RETURN(Checkpoint ckpt, make_random_checkpoint(c, 5));
   auto chat_model = std::make_unique<RandomChatModel>();
-  KUIPER_ASSIGN_OR_RETURN(chat_model->model, LlamaModel::create(ckpt.config, ckpt.weights, {}));
-  chat_model->session = std::make_unique<Session>(*chat_model->model, tokenizer, chat_model->sampler);
+  KUIPER_ASSIGN_OR_RETURN(chat_model->engine, Engine::create(ckpt.config, ckpt.weights, {}, tokenizer, {.max_seqs = 1}));
+  chat_model->session = std::make_unique<Session>(*chat_model->engine, SamplingParams{.temperature = 0.f});
   return chat_model;
 }
 
