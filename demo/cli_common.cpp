@@ -66,17 +66,17 @@ SamplerConfig sampler_config(const ModelFlags& flags) {
   return config;
 }
 
-StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags) {
-  ModelOptions options;
-  options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
-  if (options.device == DeviceType::kCUDA && !cuda_available()) {
+StatusOr<ModelRecipe> model_recipe(Checkpoint checkpoint, const ModelFlags& flags) {
+  ModelRecipe recipe;
+  recipe.options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
+  if (recipe.options.device == DeviceType::kCUDA && !cuda_available()) {
     return unsupported("--device cuda: " + cuda_unavailable_reason());
   }
   if (!flags.dtype.empty()) {
-    KUIPER_ASSIGN_OR_RETURN(options.weight_dtype, parse_dtype(flags.dtype));
+    KUIPER_ASSIGN_OR_RETURN(recipe.options.weight_dtype, parse_dtype(flags.dtype));
   }
-  options.context = flags.context;
-  if (options.weight_dtype == DataType::kINT8) {
+  recipe.options.context = flags.context;
+  if (recipe.options.weight_dtype == DataType::kINT8) {
     // Quantized here rather than by the model so that --group-size applies; matrices already
     // int8 in that group size are kept as stored.
     const int stored_group = checkpoint.weights.layers.front().wq.group_size;
@@ -84,12 +84,18 @@ StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const M
                                                                   : kDefaultInt8GroupSize;
     KUIPER_ASSIGN_OR_RETURN(checkpoint, convert_checkpoint(checkpoint, {DataType::kINT8, group}));
   }
-  return LlamaModel::create(checkpoint.config, checkpoint.weights, options);
+  recipe.checkpoint = std::move(checkpoint);
+  return recipe;
 }
 
-StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
+StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags) {
+  KUIPER_ASSIGN_OR_RETURN(ModelRecipe recipe, model_recipe(std::move(checkpoint), flags));
+  return LlamaModel::create(recipe.checkpoint.config, recipe.checkpoint.weights, recipe.options);
+}
+
+StatusOr<LoadedCheckpoint> load_checkpoint_and_tokenizer(const ModelFlags& flags) {
   KUIPER_RETURN_IF_ERROR(validate(flags.sampler));
-  LoadedModel loaded;
+  LoadedCheckpoint loaded;
   loaded.model_path = flags.model.empty() ? default_model_path() : flags.model;
   if (!fs::exists(loaded.model_path)) return not_found(loaded.model_path + ": no such file or directory");
   if (flags.tokenizer.empty()) {
@@ -97,15 +103,24 @@ StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
   } else {
     loaded.tokenizer_path = flags.tokenizer;
   }
-  KUIPER_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint(loaded.model_path, {flags.format}));
+  KUIPER_ASSIGN_OR_RETURN(loaded.checkpoint, load_checkpoint(loaded.model_path, {flags.format}));
   KUIPER_ASSIGN_OR_RETURN(loaded.tokenizer, load_tokenizer(loaded.tokenizer_path));
-  if (loaded.tokenizer->vocab_size() != checkpoint.config.vocab_size) {
+  if (loaded.tokenizer->vocab_size() != loaded.checkpoint.config.vocab_size) {
     return invalid_argument("tokenizer " + loaded.tokenizer_path + " has " +
                             std::to_string(loaded.tokenizer->vocab_size()) + " tokens but the model " +
-                            loaded.model_path + " expects " + std::to_string(checkpoint.config.vocab_size));
+                            loaded.model_path + " expects " + std::to_string(loaded.checkpoint.config.vocab_size));
   }
-  loaded.format = checkpoint.format;
-  KUIPER_ASSIGN_OR_RETURN(loaded.model, build_model(std::move(checkpoint), flags));
+  return loaded;
+}
+
+StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
+  KUIPER_ASSIGN_OR_RETURN(LoadedCheckpoint source, load_checkpoint_and_tokenizer(flags));
+  LoadedModel loaded;
+  loaded.format = source.checkpoint.format;
+  loaded.model_path = std::move(source.model_path);
+  loaded.tokenizer_path = std::move(source.tokenizer_path);
+  loaded.tokenizer = std::move(source.tokenizer);
+  KUIPER_ASSIGN_OR_RETURN(loaded.model, build_model(std::move(source.checkpoint), flags));
   return loaded;
 }
 

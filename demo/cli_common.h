@@ -41,8 +41,23 @@ struct LoadedModel {
 // tokenizer's vocabulary fits the model, and builds the model on the requested device.
 StatusOr<LoadedModel> load_model(const ModelFlags& flags);
 
-// Builds a model from a checkpoint on the device, in the dtype (quantizing to int8 with the
-// group size) and with the context the flags ask for.
+// The same without building the model, for programs that build it elsewhere (the engine).
+struct LoadedCheckpoint {
+  Checkpoint checkpoint;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string model_path, tokenizer_path;
+};
+StatusOr<LoadedCheckpoint> load_checkpoint_and_tokenizer(const ModelFlags& flags);
+
+// The checkpoint as the model is built from it (quantized to int8 with the group size when the
+// flags ask for it) and the options for the device, dtype and context the flags ask for.
+struct ModelRecipe {
+  Checkpoint checkpoint;
+  ModelOptions options;
+};
+StatusOr<ModelRecipe> model_recipe(Checkpoint checkpoint, const ModelFlags& flags);
+
+// Builds a model from a checkpoint as model_recipe() prepares it.
 StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags);
 
 // The sampler configuration with the seed resolved (random when not given).

@@ -1,0 +1,150 @@
+// kuiper_server: an OpenAI-compatible HTTP server over the multi-sequence engine.
+//   kuiper_server                                  # the bundled stories260K on 127.0.0.1:8080
+//   kuiper_server -m model.bin --port 9000 --api-key secret --max-seqs 8
+//   curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \
+//        -d '{"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 64}'
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+// GET /metrics. The engine runs on its own thread; each HTTP connection has a handler thread
+// that submits its request and waits for the engine's output. SIGINT/SIGTERM: stop accepting,
+// cancel what runs (clients get an error event or a 503), exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "cli_common.h"
+#include "kuiper/engine/engine.h"
+#include "kuiper/generation/chat_template_choice.h"
+#include "server/http_routes.h"
+
+namespace kuiper {
+namespace {
+
+constexpr const char* kProgram = "kuiper_server";
+
+struct ServerFlags {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  std::string model_name;  // empty: the model file's name without extension
+  EngineOptions engine;
+};
+
+void add_server_flags(CLI::App& app, ServerFlags& flags) {
+  flags.engine.max_waiting = 64;
+  app.add_option("--host", flags.host, "address to listen on (default: 127.0.0.1, this machine only)");
+  app.add_option("--port", flags.port, "TCP port (default: 8080)")->check(CLI::Range(1, 65535));
+  app.add_option("--api-key", flags.api_key, "require 'Authorization: Bearer KEY' on /v1/* (default: none)");
+  app.add_option("--model-name", flags.model_name, "the model's id in the API (default: the file's name)");
+  app.add_option("--max-seqs", flags.engine.max_seqs, "sequences decoded together (default: 16)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--kv-blocks", flags.engine.kv_blocks, "KV cache blocks (default: max-seqs full contexts)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--max-waiting", flags.engine.max_waiting,
+                 "queued requests beyond which new ones get 429 (default: 64)")
+      ->check(CLI::Range(0, 1 << 16));
+}
+
+std::string default_model_name(const std::string& model_path) {
+  const std::filesystem::path path(model_path);
+  return std::filesystem::is_directory(path) ? path.filename().string() : path.stem().string();
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// On SIGINT/SIGTERM (or when the engine fails): refuse new requests, cancel those that run,
+// give their handlers a moment to tell their clients, and stop the HTTP server.
+void shut_down(server::ServerContext& context, httplib::Server& http) {
+  context.shutting_down = true;
+  context.engine.stop();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  while (context.requests_in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  http.stop();
+}
+
+int serve(int argc, char** argv) {
+  CLI::App app{"Serve a LLaMA model over an OpenAI-compatible HTTP API.", kProgram};
+  cli::ModelFlags model_flags;
+  ServerFlags flags;
+  cli::add_model_flags(app, model_flags, /*sampling=*/false);
+  add_server_flags(app, flags);
+  if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
+
+  // SIGINT/SIGTERM are taken by one thread (sigwait); every thread started from here on
+  // inherits the mask. A write to a client that went away fails instead of raising SIGPIPE.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto source = cli::load_checkpoint_and_tokenizer(model_flags);
+  if (!source.ok()) return cli::fail(kProgram, source.status());
+  const Tokenizer& tokenizer = *source->tokenizer;
+  auto recipe = cli::model_recipe(std::move(source->checkpoint), model_flags);
+  if (!recipe.ok()) return cli::fail(kProgram, recipe.status());
+  // llama2.c story models delimit stories with BOS: a story ends there, as llama_infer ends it.
+  flags.engine.extra_stop_tokens = {tokenizer.bos_id()};
+  auto engine = Engine::create(recipe->checkpoint.config, recipe->checkpoint.weights, recipe->options, tokenizer,
+                               flags.engine);
+  if (!engine.ok()) return cli::fail(kProgram, engine.status());
+  auto chat_template = make_chat_template(ChatTemplateKind::kAuto, tokenizer);
+  if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
+
+  server::ServerContext context{**engine, **chat_template,
+                                flags.model_name.empty() ? default_model_name(source->model_path) : flags.model_name,
+                                flags.api_key, unix_seconds()};
+  httplib::Server http;
+  server::add_routes(http, context);
+  // A handler thread per connection: enough for every running and queued request, so that a
+  // full queue is answered by the engine's refusal (429) rather than left waiting in httplib.
+  const int handler_threads = flags.engine.max_seqs + flags.engine.max_waiting + 8;
+  http.new_task_queue = [handler_threads] { return new httplib::ThreadPool(handler_threads); };
+  if (!http.bind_to_port(flags.host, flags.port)) {
+    return cli::fail(kProgram, io_error("cannot listen on " + flags.host + ":" + std::to_string(flags.port)));
+  }
+
+  Status engine_status;
+  std::atomic<bool> listening_done{false};
+  std::thread engine_thread([&] {
+    engine_status = (*engine)->run();
+    if (!engine_status.ok()) kill(getpid(), SIGTERM);  // the signal thread shuts the server down
+  });
+  std::thread signal_thread([&] {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    // A signal that comes before listen() started would find nothing to stop.
+    while (!http.is_running() && !listening_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    shut_down(context, http);
+  });
+  std::fprintf(stderr, "%s: serving %s (%s) on http://%s:%d/v1\n", kProgram, context.model_id.c_str(),
+               recipe->checkpoint.format.c_str(), flags.host.c_str(), flags.port);
+  http.listen_after_bind();
+  listening_done = true;
+  const bool stopped_unasked = !context.shutting_down;
+  if (stopped_unasked) kill(getpid(), SIGTERM);  // let the signal thread stop the engine
+  signal_thread.join();
+  engine_thread.join();
+  if (!engine_status.ok()) return cli::fail(kProgram, engine_status);
+  if (stopped_unasked) return cli::fail(kProgram, io_error("the HTTP server stopped accepting connections"));
+  std::fprintf(stderr, "%s: stopped\n", kProgram);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kuiper
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  return kuiper::serve(argc, argv);
+}
