@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct EngineOptions {
   // Token ids that end a request besides the tokenizer's eos_ids() (unless ignore_eos); e.g.
   // BOS for llama2.c story models, which delimit stories with it.
   std::vector<int32_t> extra_stop_tokens;
+  // Optional, for tests and tools: called on the engine's thread with the logits each request's
+  // next token is sampled from (before penalties), and the position they follow.
+  std::function<void(RequestId, int position, std::span<const float> logits)> observe_logits;
 };
 
 struct EngineMetrics {

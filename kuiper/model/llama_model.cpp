@@ -67,6 +67,16 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   }
   if (options.max_batch <= 0) return invalid_argument("max_batch must be positive");
   max_batch_ = std::min(options.max_batch, context_);
+  if (options.kv_slots < 0 || options.kv_block_size < 0 || options.max_sequences <= 0) {
+    return invalid_argument("kv_slots and kv_block_size must be >= 0 and max_sequences positive");
+  }
+  kv_slots_ = options.kv_slots == 0 ? context_ : options.kv_slots;
+  kv_block_size_ = options.kv_block_size;
+  max_sequences_ = options.max_sequences;
+  if (kv_block_size_ > 0 && kv_slots_ % kv_block_size_ != 0) {
+    return invalid_argument("a paged KV cache of " + std::to_string(kv_slots_) +
+                            " slots is not a whole number of blocks of " + std::to_string(kv_block_size_));
+  }
 
   const DataType stored = weights.layers.front().wq.dtype();
   weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
@@ -216,14 +226,14 @@ Status LlamaModel::check_device_memory() const {
     // Scratch for the largest matrix dequantized to bf16 (scratch_plan).
     needed += static_cast<size_t>(std::max<int64_t>(layer_elements, int64_t{c.vocab_size} * dim)) * 2;
   }
-  needed += 2 * static_cast<size_t>(c.n_layers) * context_ * kv * dtype_size(kv_dtype_);
+  needed += 2 * static_cast<size_t>(c.n_layers) * kv_slots_ * kv * dtype_size(kv_dtype_);
   needed += static_cast<size_t>(max_batch_) * (4 * dim + 3 * q_dim + 2 * kv + 3 * c.hidden_dim + c.vocab_size) * 4;
   needed += static_cast<size_t>(max_batch_) * (dim + c.hidden_dim) * dtype_size(matmul_input_dtype_);
   KUIPER_ASSIGN_OR_RETURN(DeviceMemoryInfo info, cuda_memory_info());
   if (needed > info.free_bytes) {
     return resource_exhausted(
         "the model needs about " + std::to_string(needed >> 20) + " MiB of GPU memory (weights in " +
-        std::string(dtype_name(weight_dtype_)) + ", KV cache for " + std::to_string(context_) +
+        std::string(dtype_name(weight_dtype_)) + ", KV cache for " + std::to_string(kv_slots_) +
         " positions) but only " + std::to_string(info.free_bytes >> 20) +
         " MiB are free; lower --context or use a smaller --dtype");
   }
@@ -233,8 +243,8 @@ Status LlamaModel::check_device_memory() const {
 Status LlamaModel::allocate_buffers() {
   Allocator& alloc = ctx_->allocator();
   const int64_t layers = config_.n_layers, kv = config_.kv_dim();
-  KUIPER_ASSIGN_OR_RETURN(k_cache_, Tensor::empty(kv_dtype_, {layers, context_, kv}, alloc));
-  KUIPER_ASSIGN_OR_RETURN(v_cache_, Tensor::empty(kv_dtype_, {layers, context_, kv}, alloc));
+  KUIPER_ASSIGN_OR_RETURN(k_cache_, Tensor::empty(kv_dtype_, {layers, kv_slots_, kv}, alloc));
+  KUIPER_ASSIGN_OR_RETURN(v_cache_, Tensor::empty(kv_dtype_, {layers, kv_slots_, kv}, alloc));
   for (int l = 0; l < config_.n_layers; ++l) {
     KUIPER_ASSIGN_OR_RETURN(layers_[l].k_cache, k_cache_.select(l));
     KUIPER_ASSIGN_OR_RETURN(layers_[l].v_cache, v_cache_.select(l));
@@ -246,6 +256,16 @@ Status LlamaModel::allocate_buffers() {
   const auto matmul_input = [&](Shape shape) { return Tensor::empty(matmul_input_dtype_, std::move(shape), alloc); };
   KUIPER_ASSIGN_OR_RETURN(full_.tokens, Tensor::empty(DataType::kINT32, {rows}, alloc));
   KUIPER_ASSIGN_OR_RETURN(full_.positions, Tensor::empty(DataType::kINT32, {rows}, alloc));
+  if (kv_block_size_ > 0) {
+    KUIPER_ASSIGN_OR_RETURN(full_.slots, Tensor::empty(DataType::kINT32, {rows}, alloc));
+    KUIPER_ASSIGN_OR_RETURN(full_.row_sequence, Tensor::empty(DataType::kINT32, {rows}, alloc));
+    max_table_width_ = (context_ + kv_block_size_ - 1) / kv_block_size_;
+    KUIPER_ASSIGN_OR_RETURN(block_tables_,
+                            Tensor::empty(DataType::kINT32, {int64_t{max_sequences_} * max_table_width_}, alloc));
+    KUIPER_ASSIGN_OR_RETURN(picked_normed_, Tensor::empty(matmul_input_dtype_, {max_sequences_, dim}, alloc));
+    KUIPER_ASSIGN_OR_RETURN(step_logits_,
+                            Tensor::empty(DataType::kFP32, {max_sequences_, int64_t{config_.vocab_size}}, alloc));
+  }
   KUIPER_ASSIGN_OR_RETURN(full_.x, f32({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.normed, matmul_input({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.q, f32({rows, q_dim}));
@@ -265,6 +285,7 @@ Status LlamaModel::allocate_buffers() {
   }
   KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
+  decode_.slots = decode_.positions;
   host_staging_.resize(2 * static_cast<size_t>(max_batch_));
   return ok_status();
 }
@@ -275,7 +296,8 @@ StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
     return full.slice(0, std::min<int64_t>(rows, full.dim(0)));
   };
   Activations a;
-  for (auto member : {&Activations::tokens, &Activations::positions, &Activations::x, &Activations::normed,
+  for (auto member : {&Activations::tokens, &Activations::positions, &Activations::slots,
+                      &Activations::row_sequence, &Activations::x, &Activations::normed,
                       &Activations::qkv, &Activations::q, &Activations::k, &Activations::v,
                       &Activations::attention, &Activations::delta, &Activations::gate, &Activations::up,
                       &Activations::hidden, &Activations::swiglu}) {
@@ -334,7 +356,8 @@ Status LlamaModel::run_network(Activations& a, bool fused) {
 
 Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activations& a, bool fused) {
   KUIPER_RETURN_IF_ERROR(project_qkv(layer, a, fused));
-  KUIPER_RETURN_IF_ERROR(attention_.attend(a.q, a.positions, layer.k_cache, layer.v_cache, a.attention, *ctx_));
+  KUIPER_RETURN_IF_ERROR(
+      attention_.attend(a.q, a.positions, layer.k_cache, layer.v_cache, a.paged, a.attention, *ctx_));
   KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, a.attention, layer.ffn_norm, a, fused));
   KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
   return add_to_residual(layer.w2, layer.b2, fused ? a.swiglu : a.hidden, next_norm, a, fused);
@@ -361,12 +384,12 @@ Status LlamaModel::project_qkv(Layer& layer, Activations& a, bool fused) {
   if (fused) {
     const Tensor* sumsq = handoff_.applied ? nullptr : &handoff_.sumsq;
     op::DecodeGemv gemv = normed_gemv(handoff_.values, sumsq, layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
-    gemv.rope_kv = rope_.target(a.positions, static_cast<int>(a.q.numel()), layer.k_cache, layer.v_cache);
+    gemv.rope_kv = rope_.target(a.positions, nullptr, static_cast<int>(a.q.numel()), layer.k_cache, layer.v_cache);
     return layer.wqkv.forward_decode(gemv, ctx);
   }
   if (!a.qkv.is_empty()) {  // stacked: one GEMM, then rope and the cache store in one kernel
     KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(a.normed, a.qkv, ctx));
-    return rope_.forward_stacked(a.qkv, a.positions, a.q, layer.k_cache, layer.v_cache, ctx);
+    return rope_.forward_stacked(a.qkv, a.positions, a.slots, a.q, layer.k_cache, layer.v_cache, ctx);
   }
   KUIPER_RETURN_IF_ERROR(layer.wq.forward(a.normed, a.q, ctx));
   KUIPER_RETURN_IF_ERROR(layer.wk.forward(a.normed, a.k, ctx));
@@ -381,7 +404,7 @@ Status LlamaModel::project_qkv(Layer& layer, Activations& a, bool fused) {
     KUIPER_RETURN_IF_ERROR(norm_heads(layer.k_norm, a.k));
   }
   KUIPER_RETURN_IF_ERROR(rope_.forward(a.q, a.k, a.positions, ctx));
-  return attention_.store(a.k, a.v, a.positions, layer.k_cache, layer.v_cache, ctx);
+  return attention_.store(a.k, a.v, a.slots, layer.k_cache, layer.v_cache, ctx);
 }
 
 Status LlamaModel::norm_heads(const op::RmsNorm& norm, Tensor& x) {
@@ -459,6 +482,7 @@ StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_
   for (size_t done = 0; done < tokens.size(); done += rows) {
     rows = static_cast<int>(std::min<size_t>(max_batch_, tokens.size() - done));
     KUIPER_ASSIGN_OR_RETURN(acts, activation_rows(rows));
+    acts.slots = acts.positions;
     KUIPER_RETURN_IF_ERROR(upload_inputs(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
     KUIPER_RETURN_IF_ERROR(run_network(acts, false));
   }
@@ -474,6 +498,7 @@ StatusOr<Tensor> LlamaModel::forward_all(std::span<const int32_t> tokens, int st
   for (int64_t done = 0; done < total;) {
     const int rows = static_cast<int>(std::min<int64_t>(max_batch_, total - done));
     KUIPER_ASSIGN_OR_RETURN(Activations acts, activation_rows(rows));
+    acts.slots = acts.positions;
     KUIPER_RETURN_IF_ERROR(upload_inputs(tokens.subspan(done, rows), start_pos + static_cast<int>(done), acts));
     KUIPER_RETURN_IF_ERROR(run_network(acts, false));
     KUIPER_ASSIGN_OR_RETURN(Tensor logits, chunk_logits.slice(0, rows));
@@ -484,6 +509,102 @@ StatusOr<Tensor> LlamaModel::forward_all(std::span<const int32_t> tokens, int st
   }
   KUIPER_RETURN_IF_ERROR(synchronize(ctx_->stream()));
   return all;
+}
+
+Status LlamaModel::check_step(const StepBatch& b) const {
+  if (kv_block_size_ == 0) return unsupported("forward_step needs a model made with a paged cache (kv_block_size)");
+  const size_t rows = b.tokens.size();
+  if (rows == 0 || rows > static_cast<size_t>(max_batch_)) {
+    return invalid_argument("a step carries 1 to " + std::to_string(max_batch_) + " rows, got " +
+                            std::to_string(rows));
+  }
+  if (b.positions.size() != rows || b.slots.size() != rows || b.row_sequence.size() != rows) {
+    return invalid_argument("a step needs a position, a slot and a sequence for each of its " +
+                            std::to_string(rows) + " rows");
+  }
+  const int64_t sequences = b.table_width > 0 ? static_cast<int64_t>(b.block_tables.size()) / b.table_width : 0;
+  if (b.table_width <= 0 || b.table_width > max_table_width_ || sequences > max_sequences_ ||
+      static_cast<int64_t>(b.block_tables.size()) != sequences * b.table_width) {
+    return invalid_argument("block tables of " + std::to_string(b.block_tables.size()) + " entries, width " +
+                            std::to_string(b.table_width) + ", do not fit " + std::to_string(max_sequences_) +
+                            " sequences of " + std::to_string(max_table_width_) + " blocks");
+  }
+  if (b.logit_rows.size() > static_cast<size_t>(max_sequences_)) {
+    return invalid_argument("a step returns the logits of at most " + std::to_string(max_sequences_) + " rows");
+  }
+  for (int32_t r : b.logit_rows) {
+    if (r < 0 || static_cast<size_t>(r) >= rows) return out_of_range("logit row " + std::to_string(r) + " of a step");
+  }
+  for (size_t i = 0; i < rows; ++i) {
+    if (b.positions[i] < 0 || b.positions[i] >= context_ || b.slots[i] < 0 || b.slots[i] >= kv_slots_ ||
+        b.row_sequence[i] < 0 || b.row_sequence[i] >= sequences) {
+      return out_of_range("step row " + std::to_string(i) + " (position " + std::to_string(b.positions[i]) +
+                          ", slot " + std::to_string(b.slots[i]) + ", sequence " +
+                          std::to_string(b.row_sequence[i]) + ") is outside the context, pool or tables");
+    }
+  }
+  return ok_status();
+}
+
+bool LlamaModel::is_contiguous(const StepBatch& b) const {
+  for (size_t i = 0; i < b.tokens.size(); ++i) {
+    if (b.row_sequence[i] != b.row_sequence[0] || b.slots[i] != b.positions[i] ||
+        b.positions[i] != b.positions[0] + static_cast<int32_t>(i)) {
+      return false;
+    }
+  }
+  const int32_t* table = b.block_tables.data() + int64_t{b.row_sequence[0]} * b.table_width;
+  const int32_t used = b.positions.back() / kv_block_size_ + 1;
+  for (int32_t block = 0; block < used; ++block) {
+    if (table[block] != block) return false;
+  }
+  return true;
+}
+
+Status LlamaModel::upload_step(const StepBatch& b, Activations& a) {
+  const Stream stream = ctx_->stream();
+  const auto upload = [&](Tensor& dst, std::span<const int32_t> src) {
+    return copy_bytes(dst.raw_data(), device_, src.data(), DeviceType::kCPU, src.size_bytes(), stream);
+  };
+  KUIPER_RETURN_IF_ERROR(upload(a.tokens, b.tokens));
+  KUIPER_RETURN_IF_ERROR(upload(a.positions, b.positions));
+  KUIPER_RETURN_IF_ERROR(upload(a.slots, b.slots));
+  KUIPER_RETURN_IF_ERROR(upload(a.row_sequence, b.row_sequence));
+  const int64_t entries = static_cast<int64_t>(b.block_tables.size());
+  KUIPER_ASSIGN_OR_RETURN(Tensor tables, block_tables_.slice(0, entries));
+  KUIPER_ASSIGN_OR_RETURN(step_tables_, tables.reshape({entries / b.table_width, b.table_width}));
+  KUIPER_RETURN_IF_ERROR(upload(step_tables_, b.block_tables));
+  paged_ = {&step_tables_, &a.row_sequence, kv_block_size_};
+  a.paged = &paged_;
+  return ok_status();
+}
+
+StatusOr<Tensor> LlamaModel::forward_step(const StepBatch& b) {
+  KUIPER_RETURN_IF_ERROR(check_step(b));
+  const int64_t vocab = config_.vocab_size, wanted = static_cast<int64_t>(b.logit_rows.size());
+  KUIPER_ASSIGN_OR_RETURN(Tensor logits, step_logits_.slice(0, wanted));
+  const bool last_row_only = wanted == 0 || (wanted == 1 && b.logit_rows[0] + 1 == static_cast<int32_t>(b.tokens.size()));
+  if (fused_ && last_row_only && is_contiguous(b)) {
+    KUIPER_ASSIGN_OR_RETURN(Tensor last, forward(b.tokens, b.positions[0]));
+    if (wanted == 0) return logits;
+    KUIPER_ASSIGN_OR_RETURN(Tensor row, logits.reshape({vocab}));
+    KUIPER_RETURN_IF_ERROR(row.copy_from(last, ctx_->stream()));
+    return logits;
+  }
+  const int rows = static_cast<int>(b.tokens.size());
+  KUIPER_ASSIGN_OR_RETURN(Activations acts, activation_rows(rows));
+  KUIPER_RETURN_IF_ERROR(upload_step(b, acts));
+  KUIPER_RETURN_IF_ERROR(run_network(acts, false));
+  if (wanted == 0) return logits;
+  // Only the wanted rows go through the classifier, gathered into consecutive rows.
+  KUIPER_ASSIGN_OR_RETURN(Tensor picked, picked_normed_.slice(0, wanted));
+  for (int64_t i = 0; i < wanted; ++i) {
+    KUIPER_ASSIGN_OR_RETURN(Tensor dst, picked.slice(i, i + 1));
+    KUIPER_ASSIGN_OR_RETURN(Tensor src, acts.normed.slice(b.logit_rows[i], b.logit_rows[i] + 1));
+    KUIPER_RETURN_IF_ERROR(dst.copy_from(src, ctx_->stream()));
+  }
+  KUIPER_RETURN_IF_ERROR(classifier_.forward(picked, logits, *ctx_));
+  return logits;
 }
 
 }  // namespace kuiper

@@ -29,6 +29,22 @@ struct ModelOptions {
   int max_batch = 512;
   // On CUDA, record the decode step once as a CUDA graph and replay it for every token.
   bool use_cuda_graph = true;
+  // Rows of the KV cache per layer; 0 = the context. A paged cache (kv_block_size > 0) is a pool
+  // of kv_slots / kv_block_size blocks shared by the sequences of forward_step.
+  int kv_slots = 0;
+  int kv_block_size = 0;   // positions per block of a paged cache; 0 = forward() only
+  int max_sequences = 1;   // sequences one forward_step may carry
+};
+
+// Rows of several sequences for one forward pass (kernel_table.h, PagedKv): row i is token
+// tokens[i] of sequence row_sequence[i] at positions[i], its keys and values going to cache
+// row slots[i]; sequence s keeps position p in slot block_tables[s * table_width + p / block]
+// * block + p % block, where block is the model's kv_block_size.
+struct StepBatch {
+  std::span<const int32_t> tokens, positions, slots, row_sequence;
+  std::span<const int32_t> block_tables;  // [sequences, table_width], row-major
+  int table_width = 0;
+  std::span<const int32_t> logit_rows;    // rows whose logits are wanted, at most max_sequences
 };
 
 class LlamaModel {
@@ -56,6 +72,15 @@ class LlamaModel {
   StatusOr<Tensor> forward(std::span<const int32_t> tokens, int start_pos);
   // Like forward, but returns the logits of every position (fp32 [n, vocab] on the host).
   StatusOr<Tensor> forward_all(std::span<const int32_t> tokens, int start_pos);
+  // Runs the rows of several sequences over the paged cache and returns the logits of
+  // batch.logit_rows (fp32 [logit_rows, vocab] on the model's device, valid until the next call).
+  // A row's result does not depend on the other rows of the batch. One sequence whose blocks
+  // are 0, 1, 2, ... is a contiguous cache: it takes forward()'s path (on CUDA the fused decode
+  // GEMVs and the CUDA graph).
+  StatusOr<Tensor> forward_step(const StepBatch& batch);
+  int kv_slots() const { return kv_slots_; }
+  int kv_block_size() const { return kv_block_size_; }
+  int max_sequences() const { return max_sequences_; }
 
  private:
   struct Layer {
@@ -69,13 +94,16 @@ class LlamaModel {
     // The family's extras (llama_config.h), on the device in fp32; empty where absent.
     Tensor bq, bk, bv, bo, b1, b2, b3;
     op::RmsNorm q_norm, k_norm;  // over each head of q and of k
-    Tensor k_cache, v_cache;  // this layer's slice of the cache, [context, kv_dim]
+    Tensor k_cache, v_cache;  // this layer's slice of the cache, [kv_slots, kv_dim]
   };
   // Activation buffers for a batch of rows (views into the full-size buffers). "Matmul input
   // dtype" is the kernel table's matmul_input for the weights: fp32, or (CUDA) the weights' own
   // 16-bit type, so that the kernel writing a matmul's input rounds it on the way.
   struct Activations {
     Tensor tokens, positions;  // int32 [rows]
+    Tensor slots;              // int32 [rows]: the cache row of each token (its position when contiguous)
+    Tensor row_sequence;       // int32 [rows]: each row's sequence (paged only)
+    const op::PagedKv* paged = nullptr;  // the block tables; null: a contiguous cache
     Tensor x;                  // [rows, dim] the residual stream
     Tensor normed;             // [rows, dim] a norm's output, in the matmul input dtype
     Tensor qkv;                // [rows, q_dim + 2 kv_dim] stacked q|k|v projections (stacked only)
@@ -107,6 +135,10 @@ class LlamaModel {
   Status check_device_memory() const;
   // Copies token ids and their positions to the device buffers of `acts`.
   Status upload_inputs(std::span<const int32_t> tokens, int start_pos, Activations& acts);
+  Status check_step(const StepBatch& batch) const;
+  // Whether `batch` is one sequence in blocks 0, 1, 2, ...: slot == position.
+  bool is_contiguous(const StepBatch& batch) const;
+  Status upload_step(const StepBatch& batch, Activations& acts);
 
   // The network, written once. `fused`: this is a decode step and the device's table has the
   // decode GEMV for the weights, so each norm, rope, cache store, swiglu and residual add runs
@@ -143,7 +175,17 @@ class LlamaModel {
   op::Rope rope_;
   op::Attention attention_;
 
-  Tensor k_cache_, v_cache_;  // [n_layers, context, kv_dim]
+  int kv_slots_ = 0;
+  int kv_block_size_ = 0;
+  int max_sequences_ = 1;
+  Tensor k_cache_, v_cache_;  // [n_layers, kv_slots, kv_dim]
+  // forward_step: the block tables [max_sequences, table width], the normed rows whose logits
+  // are wanted (gathered), and their logits.
+  int max_table_width_ = 0;  // blocks of a sequence that fills the context
+  Tensor block_tables_;      // int32 [max_sequences * max_table_width], flat
+  Tensor step_tables_;       // this step's [sequences, table width] view of block_tables_
+  op::PagedKv paged_;
+  Tensor picked_normed_, step_logits_;
   Activations full_;          // max_batch rows
   Activations decode_;        // 1-row views, made once so decoding allocates nothing
   // The device runs the fused kernels (decode_gemv, rope_kv_store) over stacked wq|wk|wv and

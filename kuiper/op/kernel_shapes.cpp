@@ -30,6 +30,22 @@ Status check_attention_shapes(const Tensor& q, const Tensor& k_cache, const Tens
   return ok_status();
 }
 
+Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t cache_rows) {
+  if (paged.block_tables == nullptr || paged.row_sequence == nullptr) {
+    return invalid_argument("paged attention needs block tables and each row's sequence");
+  }
+  const Tensor& tables = *paged.block_tables;
+  if (tables.dtype() != DataType::kINT32 || paged.row_sequence->dtype() != DataType::kINT32 ||
+      tables.ndim() != 2 || paged.row_sequence->numel() != positions.numel() || paged.block_size <= 0 ||
+      cache_rows % paged.block_size != 0) {
+    return invalid_argument("paged attention shapes do not fit: block tables " + tables.describe() +
+                            ", row sequences " + paged.row_sequence->describe() + ", positions " +
+                            positions.describe() + ", block size " + std::to_string(paged.block_size) +
+                            ", cache rows " + std::to_string(cache_rows));
+  }
+  return ok_status();
+}
+
 size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape) {
   const int64_t ranges = (context + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows;
   return static_cast<size_t>(ranges) * shape.n_heads * (shape.head_dim + 2) * sizeof(float);

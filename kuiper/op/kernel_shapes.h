@@ -14,6 +14,10 @@ Status check_rope_shapes(const Tensor& q, const Tensor& k, const Tensor& positio
 Status check_attention_shapes(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                               const Tensor& positions, const AttentionShape& shape, const Tensor& out);
 
+// block_tables int32 [sequences, width], row_sequence int32 [T] beside positions [T], a
+// positive block size, and a pool of whole blocks (cache_rows a multiple of the block size).
+Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t cache_rows);
+
 // Split-cache decode attention (flash-decoding) cuts the cache into ranges of at least this many
 // rows and merges the ranges' partial results, which live in the execution context's
 // ScratchUse::kAttentionPartials region.

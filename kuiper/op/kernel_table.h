@@ -55,9 +55,10 @@ using AddRmsNormKernel = Status (*)(Tensor& x, const Tensor& delta, const Tensor
 using RopeKernel = Status (*)(Tensor& q, Tensor& k, const Tensor& positions, const Tensor& cos,
                               const Tensor& sin, int head_dim, const ExecutionContext& ctx);
 
-// Writes k, v [T, kv_dim] into row positions[t] of the caches [context, kv_dim], converting
-// to the caches' dtype.
-using KvStoreKernel = Status (*)(const Tensor& k, const Tensor& v, const Tensor& positions,
+// Writes k, v [T, kv_dim] into row rows[t] of the caches [slots, kv_dim], converting to the
+// caches' dtype. rows is int32 [T]: the positions for a contiguous cache, the slots for a paged
+// one (PagedKv).
+using KvStoreKernel = Status (*)(const Tensor& k, const Tensor& v, const Tensor& rows,
                                  Tensor& k_cache, Tensor& v_cache, const ExecutionContext& ctx);
 
 // Causal attention: query row t (q: [T, n_heads*head_dim]) attends to cache rows
@@ -65,6 +66,21 @@ using KvStoreKernel = Status (*)(const Tensor& k, const Tensor& v, const Tensor&
 using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                    const Tensor& positions, const AttentionShape& shape,
                                    Tensor& out, const ExecutionContext& ctx);
+
+// A paged KV cache: the caches are a pool of slots [blocks * block_size, kv_dim]; sequence s
+// keeps position p in slot block_tables[s, p / block_size] * block_size + p % block_size.
+struct PagedKv {
+  const Tensor* block_tables = nullptr;  // int32 [sequences, table_width]
+  const Tensor* row_sequence = nullptr;  // int32 [T]: the sequence (row of block_tables) of each row
+  int block_size = 0;
+};
+
+// Causal attention of rows of several sequences: query row t attends to positions
+// 0..positions[t] of its own sequence, read through the block table (PagedKv). Otherwise as
+// AttentionKernel. A row's result does not depend on the other rows (batch invariance).
+using PagedAttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                        const Tensor& positions, const PagedKv& paged,
+                                        const AttentionShape& shape, Tensor& out, const ExecutionContext& ctx);
 
 // out = silu(gate) * up, elementwise. out may alias gate; its dtype as for RmsNorm.
 using SwigluKernel = Status (*)(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
@@ -103,6 +119,7 @@ inline constexpr int64_t decode_sumsq_runs(int64_t n) { return (n + kDecodeSumsq
 // Where stacked q/k/v rows go: q rotated into its output, k rotated and v stored in the caches.
 struct RopeKvTarget {
   const Tensor* positions = nullptr;  // int32, one per row of tokens
+  const Tensor* slots = nullptr;      // int32, the cache row of each token; null: its position
   const Tensor* cos = nullptr;        // fp32 [max_positions, head_dim / 2], as for RopeKernel
   const Tensor* sin = nullptr;
   int head_dim = 0;
@@ -130,7 +147,8 @@ struct DecodeGemv {
 using DecodeGemvKernel = Status (*)(const DecodeGemv& gemv, const ExecutionContext& ctx);
 
 // The prefill form of kRopeKv: qkv [T, q_rows + 2 kv_rows] is the stacked GEMM's output; q
-// [T, q_rows] receives the rotated q rows; k and v go to row positions[t] of the caches.
+// [T, q_rows] receives the rotated q rows; k and v go to row slots[t] (or positions[t]) of the
+// caches.
 // Positions outside the rope tables or the cache are treated as by RopeKernel and KvStoreKernel.
 using RopeKvStoreKernel = Status (*)(const Tensor& qkv, const RopeKvTarget& target, Tensor& q,
                                      const ExecutionContext& ctx);
@@ -147,6 +165,7 @@ struct KernelTable {
   RopeKernel rope = nullptr;
   KvStoreKernel kv_store[kNumDataTypes] = {};     // by cache dtype
   AttentionKernel attention[kNumDataTypes] = {};  // by cache dtype
+  PagedAttentionKernel paged_attention[kNumDataTypes] = {};  // by cache dtype
   SwigluKernel swiglu = nullptr;
   AddKernel add = nullptr;
   AddBiasKernel add_bias = nullptr;

@@ -53,26 +53,31 @@ Status Rope::forward(Tensor& q, Tensor& k, const Tensor& positions, const Execut
   return kernel(q, k, positions, cos_, sin_, head_dim_, ctx);
 }
 
-Status Rope::forward_stacked(const Tensor& qkv, const Tensor& positions, Tensor& q,
+Status Rope::forward_stacked(const Tensor& qkv, const Tensor& positions, const Tensor& slots, Tensor& q,
                              Tensor& k_cache, Tensor& v_cache, const ExecutionContext& ctx) const {
   const DeviceType device = q.device();
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).rope_kv_store, "rope_kv_store", device));
-  return kernel(qkv, target(positions, static_cast<int>(q.dim(-1)), k_cache, v_cache), q, ctx);
+  return kernel(qkv, target(positions, &slots, static_cast<int>(q.dim(-1)), k_cache, v_cache), q, ctx);
 }
 
-Status Attention::store(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,
+Status Attention::store(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
                         Tensor& v_cache, const ExecutionContext& ctx) const {
   const DeviceType device = k.device();
   const DataType cache_dtype = k_cache.dtype();
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).kv_store[index_of(cache_dtype)],
                                                    "kv_store", device, cache_dtype));
-  return kernel(k, v, positions, k_cache, v_cache, ctx);
+  return kernel(k, v, slots, k_cache, v_cache, ctx);
 }
 
-Status Attention::attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache,
-                         const Tensor& v_cache, Tensor& out, const ExecutionContext& ctx) const {
+Status Attention::attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache, const Tensor& v_cache,
+                         const PagedKv* paged, Tensor& out, const ExecutionContext& ctx) const {
   const DeviceType device = q.device();
   const DataType cache_dtype = k_cache.dtype();
+  if (paged != nullptr) {
+    KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).paged_attention[index_of(cache_dtype)],
+                                                     "paged attention", device, cache_dtype));
+    return kernel(q, k_cache, v_cache, positions, *paged, shape_, out, ctx);
+  }
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).attention[index_of(cache_dtype)],
                                                    "attention", device, cache_dtype));
   return kernel(q, k_cache, v_cache, positions, shape_, out, ctx);

@@ -59,14 +59,15 @@ class Rope {
   Rope(Tensor cos, Tensor sin, int head_dim)
       : cos_(std::move(cos)), sin_(std::move(sin)), head_dim_(head_dim) {}
   Status forward(Tensor& q, Tensor& k, const Tensor& positions, const ExecutionContext& ctx) const;
-  // Stacked q|k|v rows (one GEMM's output) into rotated q, and k and v into the caches at their
-  // positions (kernel_table.h, RopeKvStoreKernel): where the device's table has it.
-  Status forward_stacked(const Tensor& qkv, const Tensor& positions, Tensor& q, Tensor& k_cache,
-                         Tensor& v_cache, const ExecutionContext& ctx) const;
+  // Stacked q|k|v rows (one GEMM's output) into rotated q, and k and v into the caches at rows
+  // `slots` (kernel_table.h, RopeKvStoreKernel): where the device's table has it.
+  Status forward_stacked(const Tensor& qkv, const Tensor& positions, const Tensor& slots, Tensor& q,
+                         Tensor& k_cache, Tensor& v_cache, const ExecutionContext& ctx) const;
   // Where stacked rows with q_rows of q go, for the kernels that rotate and store them
-  // (forward_stacked, and the decode GEMV's kRopeKv epilogue).
-  RopeKvTarget target(const Tensor& positions, int q_rows, Tensor& k_cache, Tensor& v_cache) const {
-    return {&positions, &cos_, &sin_, head_dim_, q_rows, &k_cache, &v_cache};
+  // (forward_stacked, and the decode GEMV's kRopeKv epilogue); slots null: at the positions.
+  RopeKvTarget target(const Tensor& positions, const Tensor* slots, int q_rows, Tensor& k_cache,
+                      Tensor& v_cache) const {
+    return {&positions, slots, &cos_, &sin_, head_dim_, q_rows, &k_cache, &v_cache};
   }
 
  private:
@@ -79,12 +80,14 @@ class Attention {
  public:
   Attention() = default;
   explicit Attention(AttentionShape shape) : shape_(shape) {}
-  // Writes this chunk's keys and values into the caches at their positions.
-  Status store(const Tensor& k, const Tensor& v, const Tensor& positions, Tensor& k_cache,
+  // Writes this chunk's keys and values into the caches at rows `slots` (their positions in a
+  // contiguous cache).
+  Status store(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
                Tensor& v_cache, const ExecutionContext& ctx) const;
-  // Attends causally over the caches, which hold this chunk's keys and values.
-  Status attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache,
-                const Tensor& v_cache, Tensor& out, const ExecutionContext& ctx) const;
+  // Attends causally over the caches, which hold this chunk's keys and values: a contiguous
+  // cache where `paged` is null, else a pool of blocks read through its block tables.
+  Status attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache, const Tensor& v_cache,
+                const PagedKv* paged, Tensor& out, const ExecutionContext& ctx) const;
 
  private:
   AttentionShape shape_;

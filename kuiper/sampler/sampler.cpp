@@ -15,6 +15,13 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(best);
 }
 
+Status check_finite(std::span<const float> logits) {
+  const auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == logits.end()) return ok_status();
+  return invalid_argument("non-finite logit " + std::to_string(*bad) + " for token " +
+                          std::to_string(bad - logits.begin()));
+}
+
 }  // namespace
 
 Status validate(const SamplerConfig& config) {
@@ -29,7 +36,34 @@ Status validate(const SamplerConfig& config) {
   if (config.top_k < 0) {
     return invalid_argument("top_k must be >= 0 (0 = off), got " + std::to_string(config.top_k));
   }
+  if (!(config.min_p >= 0.f && config.min_p <= 1.f)) {
+    return invalid_argument("min_p must be in [0, 1] (0 = off), got " + std::to_string(config.min_p));
+  }
   return ok_status();
+}
+
+void apply_penalties(std::span<float> logits, const Penalties& p, std::span<const int32_t> seen,
+                     std::span<const int32_t> generated) {
+  const auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < logits.size(); };
+  if (p.repetition != 1.f) {
+    std::vector<int32_t> ids(seen.begin(), seen.end());
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    for (int32_t id : ids) {
+      if (!in_range(id)) continue;
+      float& l = logits[id];
+      l = l > 0.f ? l / p.repetition : l * p.repetition;
+    }
+  }
+  if (p.presence == 0.f && p.frequency == 0.f) return;
+  std::vector<int32_t> ids(generated.begin(), generated.end());
+  std::sort(ids.begin(), ids.end());
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j < ids.size() && ids[j] == ids[i]) ++j;
+    if (in_range(ids[i])) logits[ids[i]] -= static_cast<float>(j - i) * p.frequency + p.presence;
+    i = j;
+  }
 }
 
 Sampler::Sampler(const SamplerConfig& config) : config_(config), rng_(config.seed) {}
@@ -45,13 +79,24 @@ StatusOr<int32_t> Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) return invalid_argument("sampling needs at least one logit");
   // Every path below compares or exponentiates logits; one NaN would make the choice (or the
   // draw's index) meaningless.
-  const auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
-  if (bad != logits.end()) {
-    return invalid_argument("non-finite logit " + std::to_string(*bad) + " for token " +
-                               std::to_string(bad - logits.begin()));
-  }
+  KUIPER_RETURN_IF_ERROR(check_finite(logits));
   if (is_greedy()) return argmax(logits);
+  KUIPER_ASSIGN_OR_RETURN(auto kept, filter(logits));
+  return draw(kept.first, kept.second);
+}
 
+StatusOr<std::vector<std::pair<int32_t, double>>> Sampler::distribution(std::span<const float> logits) {
+  if (logits.empty()) return invalid_argument("sampling needs at least one logit");
+  if (is_greedy()) return invalid_argument("a greedy sampler has no distribution");
+  KUIPER_RETURN_IF_ERROR(check_finite(logits));
+  KUIPER_ASSIGN_OR_RETURN(auto kept, filter(logits));
+  std::sort(candidates_.begin(), candidates_.begin() + kept.first, heavier);
+  std::vector<std::pair<int32_t, double>> out;
+  for (size_t i = 0; i < kept.first; ++i) out.emplace_back(candidates_[i].token, candidates_[i].weight / kept.second);
+  return out;
+}
+
+StatusOr<std::pair<size_t, double>> Sampler::filter(std::span<const float> logits) {
   const size_t n = logits.size();
   if (candidates_.size() < n) candidates_.resize(n);
   const float max_logit = *std::max_element(logits.begin(), logits.end());
@@ -62,6 +107,7 @@ StatusOr<int32_t> Sampler::sample(std::span<const float> logits) {
   }
 
   size_t count = n;
+  if (config_.min_p > 0.f) count = keep_min_p(count);
   if (config_.top_k > 0) count = keep_top_k(count);
   double mass = 0;
   for (size_t i = 0; i < count; ++i) mass += candidates_[i].weight;
@@ -70,7 +116,15 @@ StatusOr<int32_t> Sampler::sample(std::span<const float> logits) {
     mass = 0;
     for (size_t i = 0; i < count; ++i) mass += candidates_[i].weight;
   }
-  return draw(count, mass);
+  return std::pair{count, mass};
+}
+
+size_t Sampler::keep_min_p(size_t count) {
+  // The heaviest candidate weighs exp(0) = 1, so the threshold is min_p itself.
+  const float threshold = config_.min_p;
+  const auto end = std::partition(candidates_.begin(), candidates_.begin() + count,
+                                  [threshold](const Candidate& c) { return c.weight >= threshold; });
+  return static_cast<size_t>(end - candidates_.begin());
 }
 
 size_t Sampler::keep_top_k(size_t count) {

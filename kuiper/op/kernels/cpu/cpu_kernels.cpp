@@ -23,6 +23,7 @@ KernelTable make_cpu_table() {
   t.rope = cpu::rope;
   t.kv_store[at(DataType::kFP32)] = cpu::kv_store_fp32;
   t.attention[at(DataType::kFP32)] = cpu::attention_fp32;
+  t.paged_attention[at(DataType::kFP32)] = cpu::paged_attention_fp32;
   t.swiglu = cpu::swiglu;
   t.add = cpu::add;
   t.add_bias = cpu::add_bias;

@@ -17,6 +17,9 @@ Status kv_store_fp32(const Tensor& k, const Tensor& v, const Tensor& positions, 
                      Tensor& v_cache, const ExecutionContext&);
 Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const Tensor& positions, const AttentionShape& shape, Tensor& out, const ExecutionContext&);
+Status paged_attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                            const PagedKv& paged, const AttentionShape& shape, Tensor& out,
+                            const ExecutionContext& ctx);
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext&);
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext&);
 Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext&);

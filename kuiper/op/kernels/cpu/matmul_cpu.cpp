@@ -1,7 +1,7 @@
 // out[T, rows] = in[T, cols] · Wᵀ on the CPU.
 // fp32 prefill goes through Armadillo to OpenBLAS GEMM, one block of weight rows per thread.
-// fp32 decode (one row) uses our own
-// GEMV: it threads only when the matrix is large enough to pay for it, which keeps tiny models
+// fp32 decode (up to kGemvMaxTokens rows) uses our
+// own GEMV: it threads only when the matrix is large enough to pay for it, which keeps tiny models
 // free of thread wake-ups and large ones streaming weights from both cores. fp16/bf16
 // weights are widened row by row inside the dot product, so a half-precision checkpoint
 // stays half the size in memory.
@@ -13,6 +13,11 @@
 
 namespace kuiper::op::cpu {
 namespace {
+
+// Up to this many tokens (a decode step of several sequences) the GEMV below, which gives each
+// token the result it would get alone; beyond, a BLAS GEMM (prompt chunks), whose blocking
+// pays once the tokens outnumber the registers.
+constexpr int64_t kGemvMaxTokens = 32;
 
 Status check_matmul(const Tensor& in, const Weight& weight, const Tensor& out) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(in, DataType::kFP32, "matmul input"));
@@ -46,34 +51,43 @@ void matmul_half_impl(const float* in, const uint16_t* w, float* out, int64_t to
   }
 }
 
-// y[rows] = W[rows, cols] · x, four rows at a time so that each load of x feeds four
-// independent accumulators.
-void gemv_fp32(const float* w, const float* x, float* y, int64_t rows, int64_t cols) {
+// y[t, rows] = W[rows, cols] · x[t] for a few tokens t, four weight rows at a time so that each
+// load of x feeds four independent accumulators. Each block of four rows is read from memory
+// once and then stays in cache while every token uses it: decode of B sequences costs about
+// one pass over the weights, not B. Each (row, token) sum is computed exactly as for one token
+// alone, so a sequence's result does not depend on how many others share the step.
+void gemv_fp32(const float* w, const float* x, float* y, int64_t rows, int64_t cols, int64_t tokens) {
   const int64_t blocks = rows / 4;
-#pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols * tokens))
   for (int64_t b = 0; b < blocks; ++b) {
     const float* w0 = w + 4 * b * cols;
     const float* w1 = w0 + cols;
     const float* w2 = w1 + cols;
     const float* w3 = w2 + cols;
-    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* xt = x + t * cols;
+      float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
-    for (int64_t c = 0; c < cols; ++c) {
-      s0 += w0[c] * x[c];
-      s1 += w1[c] * x[c];
-      s2 += w2[c] * x[c];
-      s3 += w3[c] * x[c];
+      for (int64_t c = 0; c < cols; ++c) {
+        s0 += w0[c] * xt[c];
+        s1 += w1[c] * xt[c];
+        s2 += w2[c] * xt[c];
+        s3 += w3[c] * xt[c];
+      }
+      float* yt = y + t * rows + 4 * b;
+      yt[0] = s0;
+      yt[1] = s1;
+      yt[2] = s2;
+      yt[3] = s3;
     }
-    y[4 * b] = s0;
-    y[4 * b + 1] = s1;
-    y[4 * b + 2] = s2;
-    y[4 * b + 3] = s3;
   }
   for (int64_t r = 4 * blocks; r < rows; ++r) {
-    float s = 0.f;
+    for (int64_t t = 0; t < tokens; ++t) {
+      float s = 0.f;
 #pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < cols; ++c) s += w[r * cols + c] * x[c];
-    y[r] = s;
+      for (int64_t c = 0; c < cols; ++c) s += w[r * cols + c] * x[t * cols + c];
+      y[t * rows + r] = s;
+    }
   }
 }
 
@@ -83,8 +97,8 @@ Status matmul_fp32(const Tensor& in, const Weight& weight, Tensor& out, const Ex
   KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kFP32, "matmul weight"));
   KUIPER_RETURN_IF_ERROR(check_matmul(in, weight, out));
   const arma::uword rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
-  if (tokens == 1) {
-    gemv_fp32(weight.values.data<float>(), in.data<float>(), out.data<float>(), rows, cols);
+  if (tokens <= kGemvMaxTokens) {
+    gemv_fp32(weight.values.data<float>(), in.data<float>(), out.data<float>(), rows, cols, tokens);
   } else {
     // Row-major W[rows, cols] is column-major [cols, rows]; likewise for activations.
     const arma::fmat x(in.data<float>(), cols, tokens, /*copy_aux_mem=*/false, true);
