@@ -1,13 +1,12 @@
 // kuiper_server: an OpenAI-compatible HTTP server over the multi-sequence engine.
 //   kuiper_server                                  # the bundled stories260K on 127.0.0.1:8080
 //   kuiper_server -m model.bin --port 9000 --api-key secret --max-seqs 8
-//   curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \
-//        -d '{"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 64}'
+//   curl http://127.0.0.1:8080/v1/completions -d '{"model": "stories260K", "prompt": "Once", "max_tokens": 64}'
 // Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
 // GET /metrics. The engine runs on its own thread; each HTTP connection has a handler thread
 // that submits its request and waits for the engine's output. SIGINT/SIGTERM: stop accepting,
 // cancel what runs (clients get an error event or a 503), exit 0.
-#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 
 #include <atomic>
@@ -59,6 +58,13 @@ int64_t unix_seconds() {
       .count();
 }
 
+// Posted by SIGINT/SIGTERM (sem_post is async-signal-safe), by a failing engine and by an
+// HTTP server that stopped on its own; the shutdown thread waits on it. A handler rather than
+// sigwait: libraries start threads before main (OpenBLAS), which a signal mask cannot cover.
+sem_t shutdown_requested;
+
+void request_shutdown(int) { sem_post(&shutdown_requested); }
+
 // On SIGINT/SIGTERM (or when the engine fails): refuse new requests, cancel those that run,
 // give their handlers a moment to tell their clients, and stop the HTTP server.
 void shut_down(server::ServerContext& context, httplib::Server& http) {
@@ -79,14 +85,12 @@ int serve(int argc, char** argv) {
   add_server_flags(app, flags);
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
-  // SIGINT/SIGTERM are taken by one thread (sigwait); every thread started from here on
-  // inherits the mask. A write to a client that went away fails instead of raising SIGPIPE.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sem_init(&shutdown_requested, 0, 0);
+  struct sigaction on_stop = {};
+  on_stop.sa_handler = request_shutdown;
+  sigaction(SIGINT, &on_stop, nullptr);
+  sigaction(SIGTERM, &on_stop, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a write to a client that went away fails instead
 
   auto source = cli::load_checkpoint_and_tokenizer(model_flags);
   if (!source.ok()) return cli::fail(kProgram, source.status());
@@ -101,9 +105,9 @@ int serve(int argc, char** argv) {
   auto chat_template = make_chat_template(ChatTemplateKind::kAuto, tokenizer);
   if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
 
-  server::ServerContext context{**engine, **chat_template,
+  server::ServerContext context(**engine, **chat_template,
                                 flags.model_name.empty() ? default_model_name(source->model_path) : flags.model_name,
-                                flags.api_key, unix_seconds()};
+                                flags.api_key, unix_seconds());
   httplib::Server http;
   server::add_routes(http, context);
   // A handler thread per connection: enough for every running and queued request, so that a
@@ -118,11 +122,11 @@ int serve(int argc, char** argv) {
   std::atomic<bool> listening_done{false};
   std::thread engine_thread([&] {
     engine_status = (*engine)->run();
-    if (!engine_status.ok()) kill(getpid(), SIGTERM);  // the signal thread shuts the server down
+    if (!engine_status.ok()) request_shutdown(0);
   });
-  std::thread signal_thread([&] {
-    int signal_number = 0;
-    sigwait(&stop_signals, &signal_number);
+  std::thread shutdown_thread([&] {
+    while (sem_wait(&shutdown_requested) != 0) {
+    }
     // A signal that comes before listen() started would find nothing to stop.
     while (!http.is_running() && !listening_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     shut_down(context, http);
@@ -132,8 +136,8 @@ int serve(int argc, char** argv) {
   http.listen_after_bind();
   listening_done = true;
   const bool stopped_unasked = !context.shutting_down;
-  if (stopped_unasked) kill(getpid(), SIGTERM);  // let the signal thread stop the engine
-  signal_thread.join();
+  if (stopped_unasked) request_shutdown(0);  // to stop the engine
+  shutdown_thread.join();
   engine_thread.join();
   if (!engine_status.ok()) return cli::fail(kProgram, engine_status);
   if (stopped_unasked) return cli::fail(kProgram, io_error("the HTTP server stopped accepting connections"));
