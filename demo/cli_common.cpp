@@ -57,6 +57,8 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--top-k", flags.sampler.top_k, "keep only the k most likely tokens, 0 = off")
       ->check(CLI::Range(0, 1 << 24));
+  app.add_option("--min-p", flags.sampler.min_p, "keep tokens at least this fraction as likely as the top one, 0 = off")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", flags.seed, "random seed (default: from the clock)");
 }
 
@@ -66,36 +68,42 @@ SamplerConfig sampler_config(const ModelFlags& flags) {
   return config;
 }
 
-StatusOr<ModelRecipe> model_recipe(Checkpoint checkpoint, const ModelFlags& flags) {
-  ModelRecipe recipe;
-  recipe.options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
-  if (recipe.options.device == DeviceType::kCUDA && !cuda_available()) {
+StatusOr<ModelOptions> model_options(const ModelFlags& flags) {
+  ModelOptions options;
+  options.device = flags.device == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
+  if (options.device == DeviceType::kCUDA && !cuda_available()) {
     return unsupported("--device cuda: " + cuda_unavailable_reason());
   }
   if (!flags.dtype.empty()) {
-    KUIPER_ASSIGN_OR_RETURN(recipe.options.weight_dtype, parse_dtype(flags.dtype));
+    KUIPER_ASSIGN_OR_RETURN(options.weight_dtype, parse_dtype(flags.dtype));
   }
-  recipe.options.context = flags.context;
-  if (recipe.options.weight_dtype == DataType::kINT8) {
-    // Quantized here rather than by the model so that --group-size applies; matrices already
-    // int8 in that group size are kept as stored.
-    const int stored_group = checkpoint.weights.layers.front().wq.group_size;
-    const int group = flags.group_size > 0 ? flags.group_size : stored_group > 0 ? stored_group
-                                                                  : kDefaultInt8GroupSize;
-    KUIPER_ASSIGN_OR_RETURN(checkpoint, convert_checkpoint(checkpoint, {DataType::kINT8, group}));
-  }
-  recipe.checkpoint = std::move(checkpoint);
-  return recipe;
+  options.context = flags.context;
+  return options;
+}
+
+StatusOr<Checkpoint> quantize_if_asked(Checkpoint checkpoint, const ModelFlags& flags) {
+  if (flags.dtype != "int8") return checkpoint;
+  // Quantized here rather than by the model so that --group-size applies; matrices already
+  // int8 in that group size are kept as stored.
+  const int stored_group = checkpoint.weights.layers.front().wq.group_size;
+  const int group = flags.group_size > 0 ? flags.group_size : stored_group > 0 ? stored_group
+                                                                : kDefaultInt8GroupSize;
+  return convert_checkpoint(checkpoint, {DataType::kINT8, group});
 }
 
 StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags) {
-  KUIPER_ASSIGN_OR_RETURN(ModelRecipe recipe, model_recipe(std::move(checkpoint), flags));
-  return LlamaModel::create(recipe.checkpoint.config, recipe.checkpoint.weights, recipe.options);
+  KUIPER_ASSIGN_OR_RETURN(ModelOptions options, model_options(flags));
+  KUIPER_ASSIGN_OR_RETURN(checkpoint, quantize_if_asked(std::move(checkpoint), flags));
+  return LlamaModel::create(checkpoint.config, checkpoint.weights, options);
 }
 
-StatusOr<LoadedCheckpoint> load_checkpoint_and_tokenizer(const ModelFlags& flags) {
+namespace {
+
+// The checkpoint and tokenizer named by the flags, checked against each other; fills the paths
+// and format of `loaded`.
+template <typename Loaded>
+StatusOr<Checkpoint> load_checkpoint_and_tokenizer(const ModelFlags& flags, Loaded& loaded) {
   KUIPER_RETURN_IF_ERROR(validate(flags.sampler));
-  LoadedCheckpoint loaded;
   loaded.model_path = flags.model.empty() ? default_model_path() : flags.model;
   if (!fs::exists(loaded.model_path)) return not_found(loaded.model_path + ": no such file or directory");
   if (flags.tokenizer.empty()) {
@@ -103,25 +111,46 @@ StatusOr<LoadedCheckpoint> load_checkpoint_and_tokenizer(const ModelFlags& flags
   } else {
     loaded.tokenizer_path = flags.tokenizer;
   }
-  KUIPER_ASSIGN_OR_RETURN(loaded.checkpoint, load_checkpoint(loaded.model_path, {flags.format}));
+  KUIPER_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint(loaded.model_path, {flags.format}));
   KUIPER_ASSIGN_OR_RETURN(loaded.tokenizer, load_tokenizer(loaded.tokenizer_path));
-  if (loaded.tokenizer->vocab_size() != loaded.checkpoint.config.vocab_size) {
+  if (loaded.tokenizer->vocab_size() != checkpoint.config.vocab_size) {
     return invalid_argument("tokenizer " + loaded.tokenizer_path + " has " +
                             std::to_string(loaded.tokenizer->vocab_size()) + " tokens but the model " +
-                            loaded.model_path + " expects " + std::to_string(loaded.checkpoint.config.vocab_size));
+                            loaded.model_path + " expects " + std::to_string(checkpoint.config.vocab_size));
   }
+  loaded.format = checkpoint.format;
+  return checkpoint;
+}
+
+}  // namespace
+
+StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
+  LoadedModel loaded;
+  KUIPER_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint_and_tokenizer(flags, loaded));
+  KUIPER_ASSIGN_OR_RETURN(loaded.model, build_model(std::move(checkpoint), flags));
   return loaded;
 }
 
-StatusOr<LoadedModel> load_model(const ModelFlags& flags) {
-  KUIPER_ASSIGN_OR_RETURN(LoadedCheckpoint source, load_checkpoint_and_tokenizer(flags));
-  LoadedModel loaded;
-  loaded.format = source.checkpoint.format;
-  loaded.model_path = std::move(source.model_path);
-  loaded.tokenizer_path = std::move(source.tokenizer_path);
-  loaded.tokenizer = std::move(source.tokenizer);
-  KUIPER_ASSIGN_OR_RETURN(loaded.model, build_model(std::move(source.checkpoint), flags));
+StatusOr<LoadedEngine> load_engine(const ModelFlags& flags, const EngineOptions& options) {
+  LoadedEngine loaded;
+  KUIPER_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint_and_tokenizer(flags, loaded));
+  KUIPER_ASSIGN_OR_RETURN(ModelOptions model, model_options(flags));
+  KUIPER_ASSIGN_OR_RETURN(checkpoint, quantize_if_asked(std::move(checkpoint), flags));
+  KUIPER_ASSIGN_OR_RETURN(loaded.engine,
+                          Engine::create(checkpoint.config, checkpoint.weights, model, *loaded.tokenizer, options));
   return loaded;
+}
+
+SamplingParams sampling_params(const ModelFlags& flags, int max_tokens) {
+  const SamplerConfig config = sampler_config(flags);
+  SamplingParams p;
+  p.temperature = config.temperature;
+  p.top_p = config.top_p;
+  p.top_k = config.top_k;
+  p.min_p = config.min_p;
+  p.seed = config.seed;
+  p.max_tokens = max_tokens;
+  return p;
 }
 
 std::optional<int> parse_or_exit_code(CLI::App& app, int argc, char** argv) {

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kuiper/checkpoint/load_checkpoint.h"
+#include "kuiper/engine/engine.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/sampler/sampler.h"
 #include "kuiper/tokenizer/tokenizer.h"
@@ -28,7 +29,7 @@ struct ModelFlags {
 };
 
 // Adds -m/-t/--format/--device/--dtype (alias --quant int8)/--group-size/-c and, when
-// `sampling`, --temp/--top-p/--top-k/--seed.
+// `sampling`, --temp/--top-p/--top-k/--min-p/--seed.
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling = true);
 
 struct LoadedModel {
@@ -41,23 +42,25 @@ struct LoadedModel {
 // tokenizer's vocabulary fits the model, and builds the model on the requested device.
 StatusOr<LoadedModel> load_model(const ModelFlags& flags);
 
-// The same without building the model, for programs that build it elsewhere (the engine).
-struct LoadedCheckpoint {
-  Checkpoint checkpoint;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::string model_path, tokenizer_path;
+// A tokenizer and an engine running the model (one generation path for every program).
+struct LoadedEngine {
+  std::unique_ptr<Tokenizer> tokenizer;  // declared first: the engine refers to it
+  std::unique_ptr<Engine> engine;
+  std::string model_path, tokenizer_path, format;
 };
-StatusOr<LoadedCheckpoint> load_checkpoint_and_tokenizer(const ModelFlags& flags);
+// As load_model, but the model runs inside an engine with `options`.
+StatusOr<LoadedEngine> load_engine(const ModelFlags& flags, const EngineOptions& options);
 
-// The checkpoint as the model is built from it (quantized to int8 with the group size when the
-// flags ask for it) and the options for the device, dtype and context the flags ask for.
-struct ModelRecipe {
-  Checkpoint checkpoint;
-  ModelOptions options;
-};
-StatusOr<ModelRecipe> model_recipe(Checkpoint checkpoint, const ModelFlags& flags);
+// The flags' sampling (seed resolved as by sampler_config) for a request of max_tokens.
+SamplingParams sampling_params(const ModelFlags& flags, int max_tokens);
 
-// Builds a model from a checkpoint as model_recipe() prepares it.
+// The model options the flags ask for (device, dtype, context).
+StatusOr<ModelOptions> model_options(const ModelFlags& flags);
+// The checkpoint quantized to int8 when --dtype int8 asks for it (with --group-size).
+StatusOr<Checkpoint> quantize_if_asked(Checkpoint checkpoint, const ModelFlags& flags);
+
+// Builds a model from a checkpoint on the device, in the dtype (quantizing to int8 with the
+// group size) and with the context the flags ask for.
 StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags);
 
 // The sampler configuration with the seed resolved (random when not given).

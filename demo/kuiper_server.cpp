@@ -92,21 +92,14 @@ int serve(int argc, char** argv) {
   sigaction(SIGTERM, &on_stop, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a write to a client that went away fails instead
 
-  auto source = cli::load_checkpoint_and_tokenizer(model_flags);
-  if (!source.ok()) return cli::fail(kProgram, source.status());
-  const Tokenizer& tokenizer = *source->tokenizer;
-  auto recipe = cli::model_recipe(std::move(source->checkpoint), model_flags);
-  if (!recipe.ok()) return cli::fail(kProgram, recipe.status());
-  // llama2.c story models delimit stories with BOS: a story ends there, as llama_infer ends it.
-  flags.engine.extra_stop_tokens = {tokenizer.bos_id()};
-  auto engine = Engine::create(recipe->checkpoint.config, recipe->checkpoint.weights, recipe->options, tokenizer,
-                               flags.engine);
-  if (!engine.ok()) return cli::fail(kProgram, engine.status());
+  auto loaded = cli::load_engine(model_flags, flags.engine);
+  if (!loaded.ok()) return cli::fail(kProgram, loaded.status());
+  const Tokenizer& tokenizer = *loaded->tokenizer;
   auto chat_template = make_chat_template(ChatTemplateKind::kAuto, tokenizer);
   if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
 
-  server::ServerContext context(**engine, **chat_template,
-                                flags.model_name.empty() ? default_model_name(source->model_path) : flags.model_name,
+  server::ServerContext context(*loaded->engine, **chat_template,
+                                flags.model_name.empty() ? default_model_name(loaded->model_path) : flags.model_name,
                                 flags.api_key, unix_seconds());
   httplib::Server http;
   server::add_routes(http, context);
@@ -121,7 +114,7 @@ int serve(int argc, char** argv) {
   Status engine_status;
   std::atomic<bool> listening_done{false};
   std::thread engine_thread([&] {
-    engine_status = (*engine)->run();
+    engine_status = loaded->engine->run();
     if (!engine_status.ok()) request_shutdown(0);
   });
   std::thread shutdown_thread([&] {
@@ -132,7 +125,7 @@ int serve(int argc, char** argv) {
     shut_down(context, http);
   });
   std::fprintf(stderr, "%s: serving %s (%s) on http://%s:%d/v1\n", kProgram, context.model_id.c_str(),
-               recipe->checkpoint.format.c_str(), flags.host.c_str(), flags.port);
+               loaded->format.c_str(), flags.host.c_str(), flags.port);
   http.listen_after_bind();
   listening_done = true;
   const bool stopped_unasked = !context.shutting_down;

@@ -3,6 +3,7 @@
 //   llama_bench                                # bundled stories260K on the CPU
 //   llama_bench --shape 768,2048,12,12,12,32000 # a random-weight model built in memory
 //   llama_bench --shape llama2-7b --device cuda --contexts 128,1024,4096
+//   llama_bench --shape cpu-medium --batch 1,4,8,16 --contexts 128   # several sequences (engine)
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "batch_bench.h"
 #include "cli_common.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
 
@@ -101,6 +103,44 @@ HostBandwidth measure_host_bandwidth() {
   return bw;
 }
 
+// llama_bench --batch: the model inside an engine, several sequences decoding together.
+Status run_batched(cli::ModelFlags flags, const std::string& shape, cli::BatchBenchOptions options) {
+  flags.context = std::max(flags.context, cli::batch_bench_context(options));
+  const EngineOptions engine_options = cli::batch_bench_engine_options(options);
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Engine> engine;
+  std::string name;
+  if (!shape.empty()) {
+    KUIPER_ASSIGN_OR_RETURN(LlamaConfig config, parse_shape(shape, flags.context));
+    const DataType stored = flags.device == "cuda" ? DataType::kBF16 : DataType::kFP32;
+    KUIPER_ASSIGN_OR_RETURN(Checkpoint ckpt, make_random_checkpoint(config, 1234, stored));
+    KUIPER_ASSIGN_OR_RETURN(ckpt, cli::quantize_if_asked(std::move(ckpt), flags));
+    KUIPER_ASSIGN_OR_RETURN(ModelOptions model_options, cli::model_options(flags));
+    tokenizer = cli::numbered_tokenizer(config.vocab_size);
+    KUIPER_ASSIGN_OR_RETURN(engine, Engine::create(ckpt.config, ckpt.weights, model_options, *tokenizer, engine_options));
+    name = "random " + config.summary();
+  } else {
+    KUIPER_ASSIGN_OR_RETURN(cli::LoadedEngine loaded, cli::load_engine(flags, engine_options));
+    tokenizer = std::move(loaded.tokenizer);
+    engine = std::move(loaded.engine);
+    name = loaded.model_path;
+  }
+  const LlamaModel& model = engine->model();
+  std::printf("model: %s\ndevice: %s, weights %s, kv cache %s\n", name.c_str(),
+              std::string(device_name(model.device())).c_str(), std::string(dtype_name(model.weight_dtype())).c_str(),
+              std::string(dtype_name(model.kv_dtype())).c_str());
+  std::printf("weights read per step: %.1f MB\n", model.weight_bytes() / 1e6);
+  if (model.device() == DeviceType::kCPU) {
+    const HostBandwidth bw = measure_host_bandwidth();
+    std::printf("host memory bandwidth: copy %.1f GB/s (read+write), read %.1f GB/s\n", bw.copy_gbs, bw.read_gbs);
+    options.copy_gbs = bw.copy_gbs;
+  } else {
+    KUIPER_ASSIGN_OR_RETURN(options.copy_gbs, cuda_copy_bandwidth_gbs(size_t{1} << 30));
+    std::printf("device copy bandwidth: %.0f GB/s (1 GiB device-to-device, read+write)\n", options.copy_gbs);
+  }
+  return cli::run_batch_bench(*engine, options);
+}
+
 }  // namespace
 }  // namespace kuiper
 
@@ -110,13 +150,14 @@ int main(int argc, char** argv) {
 
   CLI::App app{"Measure prefill and decode speed.", "llama_bench"};
   cli::ModelFlags flags;
-  std::string shape, contexts = "128";
+  std::string shape, contexts = "128", batches;
   int prompt_tokens = 128, decode_tokens = 64, repeats = 3;
   cli::add_model_flags(app, flags, /*sampling=*/false);
   app.add_option("--shape", shape, "random-weight model instead of a file: preset or dim,hidden,layers,heads,kv,vocab");
   app.add_option("--prompt", prompt_tokens, "prefill length in tokens")->check(CLI::PositiveNumber);
   app.add_option("--decode", decode_tokens, "tokens decoded per measurement")->check(CLI::PositiveNumber);
   app.add_option("--contexts", contexts, "comma-separated cache fill levels at which decode is timed");
+  app.add_option("--batch", batches, "comma-separated sequence counts: aggregate decode of several sequences in the engine");
   app.add_option("--repeats", repeats, "measurements per figure (the median is reported)")->check(CLI::PositiveNumber);
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
@@ -126,6 +167,14 @@ int main(int argc, char** argv) {
                                                      contexts + "'"));
   }
   const int needed = std::max(prompt_tokens, *std::max_element(fill_levels.begin(), fill_levels.end()) + decode_tokens);
+  if (!batches.empty()) {
+    cli::BatchBenchOptions options{parse_int_list(batches), fill_levels, decode_tokens, repeats};
+    if (options.batches.empty() || *std::min_element(options.batches.begin(), options.batches.end()) <= 0) {
+      return cli::fail("llama_bench", invalid_argument("--batch takes sequence counts like 1,4,8,16, got '" + batches + "'"));
+    }
+    if (auto status = run_batched(flags, shape, options); !status.ok()) return cli::fail("llama_bench", status);
+    return 0;
+  }
 
   std::unique_ptr<LlamaModel> model;
   std::string name;

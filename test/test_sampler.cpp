@@ -255,5 +255,53 @@ TEST(Sampler, NonFiniteLogitsAreAnErrorOnEveryPath) {
   }
 }
 
+
+TEST(Sampler, MinPKeepsTokensAtLeastThatFractionOfTheMostLikely) {
+  // softmax([2, 1, 0, -1]) ∝ [1, e^-1, e^-2, e^-3] (relative to the top token): with min_p
+  // 0.3 only the first two pass (e^-1 = 0.368, e^-2 = 0.135), renormalised to 1/(1+e^-1) and
+  // e^-1/(1+e^-1).
+  Sampler sampler({.temperature = 1.f, .min_p = 0.3f});
+  const std::vector<float> logits = {2.f, 1.f, 0.f, -1.f};
+  auto dist = sampler.distribution(logits);
+  ASSERT_TRUE(dist.ok()) << dist.status().to_string();
+  ASSERT_EQ(dist->size(), 2u);
+  const double e1 = std::exp(-1.0);
+  EXPECT_EQ((*dist)[0].first, 0);
+  EXPECT_NEAR((*dist)[0].second, 1.0 / (1.0 + e1), 1e-6);
+  EXPECT_EQ((*dist)[1].first, 1);
+  EXPECT_NEAR((*dist)[1].second, e1 / (1.0 + e1), 1e-6);
+  // At temperature 2 the ratios are e^-0.5 = 0.607, e^-1 = 0.368, e^-1.5 = 0.223: three pass.
+  Sampler hot({.temperature = 2.f, .min_p = 0.3f});
+  auto three = hot.distribution(logits);
+  ASSERT_TRUE(three.ok());
+  ASSERT_EQ(three->size(), 3u);
+  const double mass = 1.0 + std::exp(-0.5) + std::exp(-1.0);
+  EXPECT_NEAR((*three)[2].second, std::exp(-1.0) / mass, 1e-6);
+  for (int i = 0; i < 200; ++i) EXPECT_LT(*sampler.sample(logits), 2);
+}
+
+TEST(Sampler, MinPIsValidated) {
+  EXPECT_FALSE(validate(SamplerConfig{.min_p = -0.1f}).ok());
+  EXPECT_FALSE(validate(SamplerConfig{.min_p = 1.5f}).ok());
+  EXPECT_NE(validate(SamplerConfig{.min_p = NAN}).message().find("min_p"), std::string::npos);
+}
+
+TEST(Penalties, MatchHandComputedValues) {
+  // Repetition 2 over seen {1, 3} (prompt and generated): 1.0 → 0.5, -2.0 → -4.0. Then over
+  // generated [3, 3, 4]: frequency 0.5 and presence 0.25 subtract 2·0.5+0.25 from token 3 and
+  // 0.5+0.25 from token 4. Token 0 and 2 are untouched; id 9 is outside and ignored.
+  std::vector<float> logits = {0.3f, 1.0f, 0.7f, -2.0f, 1.5f};
+  const std::vector<int32_t> seen = {1, 3, 1, 3, 3, 4, 9};
+  const std::vector<int32_t> generated = {3, 3, 4};
+  apply_penalties(logits, {.presence = 0.25f, .frequency = 0.5f, .repetition = 2.f}, seen, generated);
+  const std::vector<float> expected = {0.3f, 0.5f, 0.7f, -4.0f - 1.25f, 1.5f / 2.f - 0.75f};
+  for (size_t i = 0; i < logits.size(); ++i) EXPECT_FLOAT_EQ(logits[i], expected[i]) << i;
+  // Off: nothing changes.
+  std::vector<float> same = {0.3f, 1.0f};
+  apply_penalties(same, {}, seen, generated);
+  EXPECT_EQ(same, (std::vector<float>{0.3f, 1.0f}));
+  EXPECT_FALSE(Penalties{}.any());
+}
+
 }  // namespace
 }  // namespace kuiper

@@ -79,7 +79,7 @@ class EngineState {
       : model_(std::move(model)), tokenizer_(tokenizer), options_(options),
         pool_(model_->kv_slots() / options.kv_block_size, options.kv_block_size, options.prefix_cache) {
     end_tokens_ = tokenizer.eos_ids();
-    end_tokens_.insert(end_tokens_.end(), options.extra_stop_tokens.begin(), options.extra_stop_tokens.end());
+    if (options.stop_at_bos && tokenizer.bos_id() >= 0) end_tokens_.push_back(tokenizer.bos_id());
   }
 
   StatusOr<RequestId> submit(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback on_output);

@@ -66,9 +66,9 @@ struct EngineOptions {
   int kv_blocks = 0;        // 0: enough for max_seqs sequences of the full context
   bool prefix_cache = true;
   int max_waiting = 256;    // queued requests beyond which submit() refuses (resource_exhausted)
-  // Token ids that end a request besides the tokenizer's eos_ids() (unless ignore_eos); e.g.
-  // BOS for llama2.c story models, which delimit stories with it.
-  std::vector<int32_t> extra_stop_tokens;
+  // BOS also ends a request (unless ignore_eos): llama2.c's story models emit it where one story
+  // ends and the next begins.
+  bool stop_at_bos = true;
   // Optional, for tests and tools: called on the engine's thread with the logits each request's
   // next token is sampled from (before penalties), and the position they follow.
   std::function<void(RequestId, int position, std::span<const float> logits)> observe_logits;

@@ -66,7 +66,8 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
                        std::to_string(config_.sliding_window) + " (-c " + std::to_string(config_.sliding_window) + ")");
   }
   if (options.max_batch <= 0) return invalid_argument("max_batch must be positive");
-  max_batch_ = std::min(options.max_batch, context_);
+  // One sequence never runs more rows than its context; a paged step's rows come from several.
+  max_batch_ = options.kv_block_size > 0 ? options.max_batch : std::min(options.max_batch, context_);
   if (options.kv_slots < 0 || options.kv_block_size < 0 || options.max_sequences <= 0) {
     return invalid_argument("kv_slots and kv_block_size must be >= 0 and max_sequences positive");
   }
@@ -210,7 +211,7 @@ op::ScratchPlan LlamaModel::scratch_plan() const {
     plan[op::ScratchUse::kDequantizedWeight] = static_cast<size_t>(largest) * sizeof(uint16_t);
   }
   plan[op::ScratchUse::kAttentionPartials] =
-      op::decode_attention_partials_bytes(context_, {config_.n_heads, config_.n_kv_heads, config_.head_dim()});
+      op::decode_attention_partials_bytes(kv_slots_, {config_.n_heads, config_.n_kv_heads, config_.head_dim()});
   return plan;
 }
 

@@ -164,7 +164,7 @@ TEST(ServerRequest, BadChatRequests) {
 }
 
 TEST(ServerRequest, MalformedBodies) {
-  for (const std::string body : {std::string("{"), std::string("not json"), std::string("[1, 2]"),
+  for (const std::string& body : {std::string("{"), std::string("not json"), std::string("[1, 2]"),
                                  std::string("{\"model\": \"m\", \"prompt\": \"\xff\xfe\"}"), std::string(),
                                  std::string(R"({"model": "m", "prompt": "x", "temperature": 1e400})")}) {
     const ApiError error = parse_error(body);

@@ -14,6 +14,7 @@ KernelTable make_cuda_table() {
     t.matmul[at(d)] = cuda::matmul;
     t.kv_store[at(d)] = cuda::kv_store;
     t.attention[at(d)] = cuda::attention;
+    t.paged_attention[at(d)] = cuda::paged_attention;
   }
   for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
     t.decode_gemv[at(d)] = cuda::decode_gemv;

@@ -21,6 +21,8 @@ Status kv_store(const Tensor& k, const Tensor& v, const Tensor& positions, Tenso
 Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                  const Tensor& positions, const AttentionShape& shape, Tensor& out,
                  const ExecutionContext& ctx);
+Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                       const PagedKv& paged, const AttentionShape& shape, Tensor& out, const ExecutionContext& ctx);
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);

@@ -221,6 +221,9 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
       if (rows % 2 == 0 && g.out->numel() == rows / 2) return ok_status();
       break;
     case GemvEpilogue::kRopeKv:
+      if (g.rope_kv.slots != nullptr) {
+        return unsupported("the decode GEMV stores keys and values at their positions; slots take the unfused path");
+      }
       return rope_kv_args(g.rope_kv, rows, 1, *g.out, a.rope);
   }
   return invalid_argument("decode_gemv output " + g.out->describe() + " does not fit weight " +

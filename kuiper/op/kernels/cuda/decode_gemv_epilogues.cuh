@@ -121,7 +121,8 @@ __device__ __forceinline__ void write_rope_pairs(const DecodeGemvArgs& a, const 
 #pragma unroll
   for (int j = 0; j < kRows / 2; ++j) {
     if (valid[2 * j + 1]) {
-      rope_kv_pair(a.rope, rope.position, row[2 * j], y[2 * j], y[2 * j + 1], rope.angle[j], a.out);
+      rope_kv_pair(a.rope, rope.position, rope.position, row[2 * j], y[2 * j], y[2 * j + 1], rope.angle[j],
+                   a.out);
     }
   }
 }

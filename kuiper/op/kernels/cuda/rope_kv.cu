@@ -20,7 +20,8 @@ __global__ void rope_kv_store_kernel(const float* qkv, const RopeKvArgs a, float
   if (row >= width) return;
   for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
     const float* in = qkv + t * width + row;
-    rope_kv_pair(a, a.positions[t], row, in[0], in[1], q + t * a.q_rows);
+    const int pos = a.positions[t];
+    rope_kv_pair(a, pos, a.slots != nullptr ? a.slots[t] : pos, row, in[0], in[1], q + t * a.q_rows);
   }
 }
 
@@ -49,6 +50,13 @@ Status rope_kv_args(const RopeKvTarget& t, int64_t rows, int64_t tokens, const T
                             ", q rows " + std::to_string(t.q_rows) + ", head_dim " +
                             std::to_string(t.head_dim) + ", positions " + t.positions->describe() +
                             ", key cache " + t.k_cache->describe() + ", q out " + q_out.describe());
+  }
+  if (t.slots != nullptr) {
+    KUIPER_RETURN_IF_ERROR(expect_cuda(*t.slots, DataType::kINT32, "rope/kv slots"));
+    if (t.slots->numel() != tokens) {
+      return invalid_argument("rope/kv slots " + t.slots->describe() + " for " + std::to_string(tokens) + " tokens");
+    }
+    a.slots = t.slots->data<int32_t>();
   }
   if (rows > INT32_MAX || t.k_cache->dim(0) > INT32_MAX || t.cos->dim(0) > INT32_MAX) {
     return unsupported("rope/kv: rows, cache or rope table beyond 2^31");

@@ -13,6 +13,7 @@ namespace kuiper::op::cuda {
 
 struct RopeKvArgs {
   const int32_t* positions = nullptr;  // one per row of tokens
+  const int32_t* slots = nullptr;      // the cache row of each token; null: its position
   const float* cos = nullptr;
   const float* sin = nullptr;
   int table_rows = 0, head_dim = 0, q_rows = 0, kv_rows = 0, context = 0;
@@ -51,27 +52,27 @@ __device__ __forceinline__ RopeAngle rope_angle(const RopeKvArgs& a, int pos, in
   return {a.cos[freq], a.sin[freq]};
 }
 
-// The pair (row, row + 1) at position `pos`, rotated by `angle`, q going to q_out. q_rows and
-// kv_rows are multiples of head_dim, so a pair never straddles two regions or two heads. A
-// position outside the cache is not stored (as the kv_store kernel does).
-__device__ __forceinline__ void rope_kv_pair(const RopeKvArgs& a, int pos, int row, float y0,
+// The pair (row, row + 1) at position `pos`, rotated by `angle`, q going to q_out and k, v to
+// cache row `slot`. q_rows and kv_rows are multiples of head_dim, so a pair never straddles two
+// regions or two heads. A slot outside the cache is not stored (as the kv_store kernel does).
+__device__ __forceinline__ void rope_kv_pair(const RopeKvArgs& a, int pos, int slot, int row, float y0,
                                              float y1, RopeAngle angle, float* q_out) {
   const float r0 = y0 * angle.cos - y1 * angle.sin, r1 = y0 * angle.sin + y1 * angle.cos;
   if (row < a.q_rows) {
     q_out[row] = r0;
     q_out[row + 1] = r1;
-  } else if (pos >= 0 && pos < a.context) {
+  } else if (slot >= 0 && slot < a.context) {
     const bool is_v = row >= a.q_rows + a.kv_rows;
     void* cache = is_v ? a.v_cache : a.k_cache;
     const int region_row = row - a.q_rows - (is_v ? a.kv_rows : 0);
-    const int64_t at = static_cast<int64_t>(pos) * a.kv_rows + region_row;
+    const int64_t at = static_cast<int64_t>(slot) * a.kv_rows + region_row;
     store_cache(a, cache, at, r0);
     store_cache(a, cache, at + 1, r1);
   }
 }
-__device__ __forceinline__ void rope_kv_pair(const RopeKvArgs& a, int pos, int row, float y0,
+__device__ __forceinline__ void rope_kv_pair(const RopeKvArgs& a, int pos, int slot, int row, float y0,
                                              float y1, float* q_out) {
-  rope_kv_pair(a, pos, row, y0, y1, rope_angle(a, pos, row), q_out);
+  rope_kv_pair(a, pos, slot, row, y0, y1, rope_angle(a, pos, row), q_out);
 }
 
 }  // namespace kuiper::op::cuda
