@@ -5,9 +5,9 @@ With the bundled stories260K:
   models, health     GET /v1/models lists the model; an unknown model is a 404
   completions        greedy text, finish reason and token counts equal to `llama_infer --temp 0`
                      on the same prompt and length (both end a story at the model's end/BOS
-                     tokens), streamed and not
+                     tokens), streamed and not; a stop string cuts llama_infer's text before it
   chat               greedy reply equal to `llama_chat --temp 0` (scripted) for the same message,
-                     streamed and not
+                     streamed and not; a repeated prompt is served from the prefix cache
   16 streams         16 concurrent streams, different prompts and lengths, each equal to
                      llama_infer's
   hostile requests   bad JSON, a 10 MB body, negative and huge max_tokens, invalid UTF-8, a
@@ -17,6 +17,7 @@ With a slower random-weight model (scripts/make_random_llama2c.py, 2048 context)
   disconnect         a client that closes a long stream early: its request is cancelled (metrics
                      count it, nothing runs, its KV blocks are free again) long before it could
                      have finished
+  queued and gone    a stream still queued whose client leaves is cancelled before it runs
   queue full         --max-seqs 1 --max-waiting 1: a third request gets 429
   shutdown           SIGTERM while a stream runs: the stream ends with an error event, the server
                      exits 0
@@ -213,6 +214,14 @@ class StoriesServer(unittest.TestCase):
         self.assertEqual((answer.choices[0].text, answer.choices[0].finish_reason), (expected, "length"))
         self.assertEqual(answer.usage.completion_tokens, 7)
 
+    def test_stop_string(self):
+        full = llama_infer("Once upon a time", 100)[0]
+        self.assertIn(" Lily", full)
+        answer = self.client.completions.create(model="stories260K", prompt="Once upon a time", max_tokens=100,
+                                                temperature=0, stop=[" Lily", "zzz"])
+        self.assertEqual((answer.choices[0].text, answer.choices[0].finish_reason),
+                         (full[:full.index(" Lily")], "stop"))
+
     def test_chat(self):
         expected = llama_chat_reply("Tell me a story about a dog.", 60)
         messages = [{"role": "user", "content": "Tell me a story about a dog."}]
@@ -222,15 +231,22 @@ class StoriesServer(unittest.TestCase):
         self.assertEqual(answer.choices[0].message.role, "assistant")
         self.assertEqual(answer.choices[0].message.content, expected)
         self.assertGreater(answer.usage.prompt_tokens, 0)
-        streamed, roles = "", []
+        streamed, roles, usage = "", [], None
         for chunk in self.client.chat.completions.create(model="stories260K", messages=messages, max_tokens=60,
-                                                         temperature=0, stream=True):
+                                                         temperature=0, stream=True,
+                                                         stream_options={"include_usage": True}):
             self.assertEqual(chunk.object, "chat.completion.chunk")
-            delta = chunk.choices[0].delta
-            roles += [delta.role] if delta.role else []
-            streamed += delta.content or ""
+            usage = chunk.usage or usage
+            if chunk.choices:
+                delta = chunk.choices[0].delta
+                roles += [delta.role] if delta.role else []
+                streamed += delta.content or ""
         self.assertEqual(streamed, expected)
         self.assertEqual(roles, ["assistant"])
+        # The same prompt again: its full KV blocks come from the prefix cache.
+        self.assertEqual(usage.prompt_tokens, answer.usage.prompt_tokens)
+        self.assertGreaterEqual(usage.prompt_tokens_details.cached_tokens, 16)
+        self.assertGreaterEqual(self.server.metrics()["kuiper_prompt_tokens_cached_total"], 16)
 
     def test_chat_with_history(self):
         messages = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "Hi"},
@@ -363,6 +379,13 @@ class SlowServer(unittest.TestCase):
             running = self.long_stream(server.client)
             first = next(iter(running))  # it runs
             self.assertTrue(first.choices)
+            # A queued stream whose client leaves before its first token: noticed by the
+            # keep-alive comments written while it waits, and cancelled without running.
+            queued = self.long_stream(server.client)
+            self.wait_for(server, lambda m: m["kuiper_requests_waiting"] == 1, 20)
+            queued.close()
+            self.wait_for(server, lambda m: m["kuiper_requests_waiting"] == 0 and
+                          m["kuiper_requests_cancelled_total"] == 2, 20)
             waiting_result = []
             waiting = threading.Thread(target=lambda: waiting_result.append(
                 server.post("/v1/completions", json.dumps({"model": "random", "prompt": "x", "max_tokens": 2}).encode())))
