@@ -15,7 +15,11 @@ class NumberedTokenizer : public Tokenizer {
   StatusOr<std::vector<int32_t>> encode(std::string_view, const EncodeOptions&) const override {
     return unsupported("a numbered tokenizer does not encode text");
   }
-  std::string token_bytes(int32_t id, int32_t) const override { return "<" + std::to_string(id) + ">"; }
+  std::string token_bytes(int32_t id, int32_t) const override {
+    std::string text(1, '<');
+    text.append(std::to_string(id)).push_back('>');
+    return text;
+  }
   int32_t vocab_size() const override { return vocab_size_; }
   int32_t bos_id() const override { return -1; }
   std::vector<int32_t> eos_ids() const override { return {}; }

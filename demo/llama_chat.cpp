@@ -135,15 +135,16 @@ int run(int argc, char** argv) {
   app.add_option("--max-reply", chat.max_reply, "maximum tokens per reply")->check(CLI::PositiveNumber);
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
-  auto loaded = cli::load_model(flags);
+  EngineOptions engine_options;
+  engine_options.max_seqs = 1;  // one conversation; its turns share blocks through the prefix cache
+  auto loaded = cli::load_engine(flags, engine_options);
   if (!loaded.ok()) return cli::fail(kProgram, loaded.status());
   auto kind = parse_chat_template_kind(chat.chat_template);
   if (!kind.ok()) return cli::fail(kProgram, kind.status());
   auto chat_template = make_chat_template(*kind, *loaded->tokenizer);
   if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
 
-  Sampler sampler(cli::sampler_config(flags));
-  Session session(*loaded->model, *loaded->tokenizer, sampler);
+  Session session(*loaded->engine, cli::sampling_params(flags, chat.max_reply));
   Conversation conversation(session, **chat_template, chat.system, chat.max_reply);
   const bool interactive = cli::stdin_is_terminal();
   Chat loop(conversation, session, interactive);

@@ -18,9 +18,12 @@ fi
 ctest --test-dir build-gpu -j8 --output-on-failure > "$out/ctest.txt" 2>&1
 grep -E "tests passed|FAILED|Failed|\(Failed\)" "$out/ctest.txt" | head -20
 for t in test_cuda_model test_cuda_kernels test_cuda_int8; do
-  [[ -x build-gpu/test/$t ]] && build-gpu/test/$t 2>&1 | grep -E "worst|PASSED|FAILED|SKIPPED" | head -12
+  [[ -x build-gpu/test/$t ]] && build-gpu/test/$t 2>&1 | grep -E "worst|engine|PASSED|FAILED|SKIPPED" | head -12
 done
 compute-sanitizer --tool memcheck build-gpu/test/test_cuda_model > "$out/memcheck.txt" 2>&1
 echo "memcheck test_cuda_model: $(grep 'ERROR SUMMARY' "$out/memcheck.txt")"
 build-gpu/demo/llama_infer --device cuda --temp 0 -n 60 2>&1 | tail -3
 python3 scripts/compare_transformers.py --bench build-gpu/demo/llama_bench "$@" 2>&1 | tee "$out/bench.txt" | tail -40
+# The engine: several sequences decoding together (aggregate tokens/s and batched roofline).
+build-gpu/demo/llama_bench --shape llama2-7b --device cuda --batch 1,4,8,16,32 --contexts 128,1024 \
+  2>&1 | tee "$out/batch_bench.txt" | grep -v RESULT | tail -14

@@ -24,9 +24,9 @@ class ChatContext : public ::testing::Test {
     KUIPER_ASSERT_OK_AND_ASSIGN(tokenizer_, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
     ModelOptions options;
     options.context = kContext;
-    KUIPER_ASSERT_OK_AND_ASSIGN(model_, LlamaModel::create(ckpt.config, ckpt.weights, options));
+    KUIPER_ASSERT_OK_AND_ASSIGN(engine_, Engine::create(ckpt.config, ckpt.weights, options, *tokenizer_, {.max_seqs = 1}));
     KUIPER_ASSERT_OK_AND_ASSIGN(template_, make_chat_template(ChatTemplateKind::kLlama2, *tokenizer_));
-    session_ = std::make_unique<Session>(*model_, *tokenizer_, sampler_);
+    session_ = std::make_unique<Session>(*engine_, sampling_);
   }
 
   // After every turn: the cache is the history without the last reply's closing token.
@@ -39,9 +39,9 @@ class ChatContext : public ::testing::Test {
 
   static constexpr int kContext = 96;  // tok512 spells "<<SYS>>" in ~40 tokens: a system prompt and two turns
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Engine> engine_;
   std::unique_ptr<ChatTemplate> template_;
-  Sampler sampler_{SamplerConfig{}};
+  SamplingParams sampling_{.temperature = 0.f};
   std::unique_ptr<Session> session_;
 };
 
@@ -102,8 +102,8 @@ TEST_F(ChatContext, ContextTooSmallForAnyTurnIsRefused) {
   ModelOptions options;
   options.context = 4;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path("models/stories260K/stories260K.bin")));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto tiny, LlamaModel::create(ckpt.config, ckpt.weights, options));
-  Session session(*tiny, *tokenizer_, sampler_);
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tiny, Engine::create(ckpt.config, ckpt.weights, options, *tokenizer_, {.max_seqs = 1}));
+  Session session(*tiny, sampling_);
   Conversation conversation(session, *template_, "", 8);
   auto refused = conversation.reply("Hi", kIgnore);
   ASSERT_FALSE(refused.ok());

@@ -29,14 +29,18 @@ class StoriesChat : public ::testing::Test {
   void SetUp() override {
     KUIPER_ASSERT_OK_AND_ASSIGN(ckpt_, load_checkpoint(test::source_path(kStoriesModel)));
     KUIPER_ASSERT_OK_AND_ASSIGN(tokenizer_, load_tokenizer(test::source_path(kStoriesTokenizer)));
-    KUIPER_ASSERT_OK_AND_ASSIGN(model_, LlamaModel::create(ckpt_.config, ckpt_.weights, {}));
-    session_ = std::make_unique<Session>(*model_, *tokenizer_, sampler_);
+    EngineOptions options{.max_seqs = 1};
+    options.observe_logits = [this](RequestId, int, std::span<const float> logits) {
+      last_logits_.assign(logits.begin(), logits.end());
+    };
+    KUIPER_ASSERT_OK_AND_ASSIGN(engine_, Engine::create(ckpt_.config, ckpt_.weights, {}, *tokenizer_, options));
+    session_ = std::make_unique<Session>(*engine_, SamplingParams{.temperature = 0.f});
   }
 
   Checkpoint ckpt_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<LlamaModel> model_;
-  Sampler sampler_{SamplerConfig{}};
+  std::unique_ptr<Engine> engine_;
+  std::vector<float> last_logits_;  // the logits the latest token was sampled from
   std::unique_ptr<Session> session_;
 };
 
@@ -50,6 +54,7 @@ TEST_F(StoriesChat, TurnsPrefillOnlyTheirTokensAndMatchAFreshModel) {
   Conversation conversation(session, *chat_template, system, /*max_reply=*/24);
 
   const std::string users[] = {"Tell me a story about a cat.", "What did the cat find?", "How did it end?"};
+  const auto ignore_pieces = [](std::string_view) { return true; };
   const int32_t eos = tokenizer->eos_ids().front();
   std::vector<int32_t> expected;  // the whole conversation so far
   for (int k = 0; k < 3; ++k) {
@@ -82,8 +87,9 @@ TEST_F(StoriesChat, TurnsPrefillOnlyTheirTokensAndMatchAFreshModel) {
   // The cache after three turns, with the last reply closed, against a fresh model fed the
   // whole conversation in one prefill.
   const int32_t close[1] = {eos};
-  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor cached_logits, session.prefill(close));
-  const auto cached = to_host(cached_logits);
+  KUIPER_ASSERT_OK_AND_ASSIGN(GenerationStats closing, session.generate(close, {.max_new_tokens = 0}, ignore_pieces));
+  EXPECT_GT(closing.cached_tokens, 0);  // the engine kept the conversation's blocks
+  const std::vector<float> cached = last_logits_;
   KUIPER_ASSERT_OK_AND_ASSIGN(auto fresh_model, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor fresh_logits, fresh_model->forward(expected, 0));
   const auto fresh = to_host(fresh_logits);
@@ -135,11 +141,10 @@ TEST(ChatSession, Llama3TurnsCloseWithEotAndKeepTheSystemBlock) {
   c.dim = 16; c.hidden_dim = 32; c.n_layers = 1; c.n_heads = 2; c.n_kv_heads = 1;
   c.vocab_size = tokenizer->vocab_size(); c.max_seq_len = 128; c.rope_theta = 500000.f;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, make_random_checkpoint(c, 11));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt.config, ckpt.weights, {}));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kAuto, *tokenizer));
   ASSERT_EQ(chat_template->name(), "llama3");
-  Sampler sampler({});
-  Session session(*model, *tokenizer, sampler);
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto engine, Engine::create(ckpt.config, ckpt.weights, {}, *tokenizer, {.max_seqs = 1}));
+  Session session(*engine, {.temperature = 0.f});
   Conversation conversation(session, *chat_template, "Be terse.", /*max_reply=*/6);
   const auto ignore = [](std::string_view) { return true; };
   const int32_t eot = *tokenizer->special_token("<|eot_id|>");

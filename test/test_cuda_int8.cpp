@@ -115,11 +115,14 @@ class CudaInt8Model : public ::testing::Test {
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
     ckpt_ = std::move(ckpt).value();
   }
-  std::unique_ptr<LlamaModel> int8_model(DeviceType device) {
+  static ModelOptions int8_options(DeviceType device) {
     ModelOptions options;
     options.device = device;
     options.weight_dtype = DataType::kINT8;
-    auto model = LlamaModel::create(ckpt_.config, ckpt_.weights, options);
+    return options;
+  }
+  std::unique_ptr<LlamaModel> int8_model(DeviceType device) {
+    auto model = LlamaModel::create(ckpt_.config, ckpt_.weights, int8_options(device));
     EXPECT_TRUE(model.ok()) << model.status().to_string();
     return model.ok() ? std::move(model).value() : nullptr;
   }
@@ -166,14 +169,11 @@ TEST_F(CudaInt8Model, GreedyStoryEqualsCpu) {
   KUIPER_ASSERT_OK_AND_ASSIGN(auto ids, tokenizer->encode("Once upon a time"));
   std::vector<std::string> pieces[2];
   for (int d = 0; d < 2; ++d) {
-    auto model = int8_model(d == 0 ? DeviceType::kCPU : DeviceType::kCUDA);
-    ASSERT_NE(model, nullptr);
-    Sampler sampler({});
-    Session session(*model, *tokenizer, sampler);
-    GenerationOptions options;
-    options.max_new_tokens = kTokens;
-    options.stop_tokens = {-1};  // run all kTokens
-    KUIPER_ASSERT_OK(session.generate(ids, options, [&](std::string_view piece) {
+    KUIPER_ASSERT_OK_AND_ASSIGN(auto engine, Engine::create(ckpt_.config, ckpt_.weights,
+                                                            int8_options(d == 0 ? DeviceType::kCPU : DeviceType::kCUDA),
+                                                            *tokenizer, {.max_seqs = 1}));
+    Session session(*engine, {.temperature = 0.f});
+    KUIPER_ASSERT_OK(session.generate(ids, {.max_new_tokens = kTokens, .ignore_eos = true}, [&](std::string_view piece) {
       pieces[d].emplace_back(piece);
       return true;
     }).status());

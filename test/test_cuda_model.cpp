@@ -1,6 +1,9 @@
 // The whole model on the GPU against the CPU path (an independent set of kernels): logits,
 // greedy text, and the recorded decode step against eager decoding. Skipped without a GPU.
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <vector>
 
 #include "kuiper/generation/session.h"
@@ -25,13 +28,17 @@ class CudaModel : public ::testing::Test {
   }
 };
 
-std::unique_ptr<LlamaModel> make_model(const Checkpoint& ckpt, DeviceType device, DataType dtype,
-                                       bool graph = true) {
+ModelOptions model_options(DeviceType device, DataType dtype, bool graph = true) {
   ModelOptions options;
   options.device = device;
   options.weight_dtype = dtype;
   options.use_cuda_graph = graph;
-  auto model = LlamaModel::create(ckpt.config, ckpt.weights, options);
+  return options;
+}
+
+std::unique_ptr<LlamaModel> make_model(const Checkpoint& ckpt, DeviceType device, DataType dtype,
+                                       bool graph = true) {
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, model_options(device, dtype, graph));
   CHECK(model.ok()) << model.status().to_string();
   return std::move(model).value();
 }
@@ -115,19 +122,74 @@ TEST_F(CudaModel, GreedyStoryEqualsCpu) {
   KUIPER_ASSERT_OK_AND_ASSIGN(auto ids, tokenizer->encode("Once upon a time"));
   std::string texts[2];
   for (int d = 0; d < 2; ++d) {
-    auto model = make_model(ckpt, d == 0 ? DeviceType::kCPU : DeviceType::kCUDA, DataType::kFP32);
-    Sampler sampler({});
-    Session session(*model, *tokenizer, sampler);
-    GenerationOptions options;
-    options.max_new_tokens = 200;
-    options.stop_tokens = {-1};  // run the full 200 tokens
-    KUIPER_ASSERT_OK(session.generate(ids, options, [&](std::string_view piece) {
+    const ModelOptions options = model_options(d == 0 ? DeviceType::kCPU : DeviceType::kCUDA, DataType::kFP32);
+    KUIPER_ASSERT_OK_AND_ASSIGN(auto engine, Engine::create(ckpt.config, ckpt.weights, options, *tokenizer, {.max_seqs = 1}));
+    Session session(*engine, {.temperature = 0.f});
+    KUIPER_ASSERT_OK(session.generate(ids, {.max_new_tokens = 200, .ignore_eos = true}, [&](std::string_view piece) {
       texts[d] += piece;
       return true;
     }).status());
   }
   EXPECT_GT(texts[0].size(), 400u);
   EXPECT_EQ(texts[1], texts[0]);
+}
+
+// The engine on CUDA: a greedy request alone (one sequence: the fused decode GEMVs and the CUDA
+// graph) and among seven others joining at different times (GEMM for the batch, paged
+// attention). fp32: the same tokens and logits within 1e-4; bf16: the bound is printed.
+TEST_F(CudaModel, EngineBatchOfEightAgainstAlone) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto target, tokenizer->encode("Once upon a time, there was a big dog", {.add_bos = true}));
+  for (DataType dtype : {DataType::kFP32, DataType::kBF16}) {
+    std::vector<int32_t> tokens[2];
+    std::map<int, std::vector<float>> logits[2];
+    for (int batched = 0; batched < 2; ++batched) {
+      RequestId target_id = 0;
+      EngineOptions options{.max_seqs = 8, .max_step_rows = 48};
+      options.observe_logits = [&](RequestId id, int pos, std::span<const float> l) {
+        if (id == target_id) logits[batched][pos].assign(l.begin(), l.end());
+      };
+      KUIPER_ASSERT_OK_AND_ASSIGN(auto engine, Engine::create(ckpt.config, ckpt.weights,
+                                                              model_options(DeviceType::kCUDA, dtype), *tokenizer, options));
+      SamplingParams greedy{.temperature = 0.f, .max_tokens = 50, .ignore_eos = true};
+      const auto other = [&](int i) {
+        std::vector<int32_t> prompt = {1};
+        for (int j = 0; j < 7 + 13 * i; ++j) prompt.push_back(3 + (i * 31 + j * 7) % 500);
+        ASSERT_TRUE(engine->submit(prompt, greedy, [](const RequestOutput&) {}).ok());
+      };
+      if (batched) for (int i = 0; i < 4; ++i) other(i);
+      for (int i = 0; i < 3 * batched; ++i) ASSERT_TRUE(engine->step().ok());
+      KUIPER_ASSERT_OK_AND_ASSIGN(target_id, engine->submit(target, greedy, [&](const RequestOutput& out) {
+        tokens[batched].insert(tokens[batched].end(), out.tokens.begin(), out.tokens.end());
+      }));
+      if (batched) for (int i = 4; i < 7; ++i) other(i);
+      for (;;) {
+        KUIPER_ASSERT_OK_AND_ASSIGN(bool busy, engine->step());
+        if (!busy) break;
+      }
+    }
+    ASSERT_EQ(logits[0].size(), logits[1].size());
+    double worst = 0;
+    for (const auto& [pos, alone] : logits[0]) {
+      double diff = 0, scale = 0;
+      for (size_t i = 0; i < alone.size(); ++i) {
+        diff = std::max(diff, std::fabs(double{logits[1][pos][i]} - alone[i]));
+        scale = std::max(scale, std::fabs(double{alone[i]}));
+      }
+      worst = std::max(worst, diff / scale);
+    }
+    const size_t agree = std::mismatch(tokens[0].begin(), tokens[0].end(), tokens[1].begin(), tokens[1].end()).first -
+                         tokens[0].begin();
+    std::printf("cuda %s engine, batch of 8 vs alone: %zu of %zu greedy tokens agree, max |diff| / max |logit| %.3g\n",
+                std::string(dtype_name(dtype)).c_str(), agree, tokens[0].size(), worst);
+    if (dtype == DataType::kFP32) {
+      EXPECT_EQ(tokens[1], tokens[0]);
+      EXPECT_LT(worst, 1e-4);
+    } else {
+      EXPECT_LT(worst, 5e-2);
+    }
+  }
 }
 
 TEST_F(CudaModel, RefusesAModelThatCannotFit) {

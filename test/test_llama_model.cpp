@@ -45,9 +45,8 @@ TEST(LlamaModel, StoriesGreedyMatchesLlama2c) {
   ASSERT_EQ(expected.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u);
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path(kStoriesTokenizer)));
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(ckpt.config, ckpt.weights, {}));
-  Sampler sampler({});
-  Session session(*model, *tokenizer, sampler);
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto engine, Engine::create(ckpt.config, ckpt.weights, {}, *tokenizer, {.max_seqs = 1}));
+  Session session(*engine, {.temperature = 0.f});
   const std::string prompt = "Once upon a time";
   KUIPER_ASSERT_OK_AND_ASSIGN(auto ids, tokenizer->encode(prompt));
   std::string text = prompt;

@@ -337,7 +337,8 @@ void EngineState::take_token(Sequence& seq, std::span<float> logits) {
                   invalid_format("the model produced non-finite logits at position " + std::to_string(seq.computed - 1) +
                                  " (" + token.status().message() + ")"));
   }
-  if (!seq.params.ignore_eos && std::find(end_tokens_.begin(), end_tokens_.end(), *token) != end_tokens_.end()) {
+  const auto ends = [&](const std::vector<int32_t>& ids) { return std::find(ids.begin(), ids.end(), *token) != ids.end(); };
+  if (!seq.params.ignore_eos && (ends(end_tokens_) || ends(seq.params.stop_token_ids))) {
     return finish(seq, FinishReason::kStop);
   }
   seq.tokens.push_back(*token);

@@ -34,8 +34,11 @@ struct SamplingParams {
   float frequency_penalty = 0.f;
   float repetition_penalty = 1.f;  // CTRL/HF semantics, over prompt + generated tokens
   int max_tokens = 256;
-  std::vector<std::string> stop;   // stop strings: output ends before the first match (not included)
+  std::vector<std::string> stop = {};  // stop strings: output ends before the first match (not included)
   bool ignore_eos = false;         // keep going past the model's end tokens
+  // Token ids that also end the request (not included in the output), e.g. a chat template's
+  // end-of-turn token; ignored with ignore_eos.
+  std::vector<int32_t> stop_token_ids = {};
 };
 // Checks ranges; the message names the field.
 Status validate(const SamplingParams& params);
@@ -71,7 +74,7 @@ struct EngineOptions {
   bool stop_at_bos = true;
   // Optional, for tests and tools: called on the engine's thread with the logits each request's
   // next token is sampled from (before penalties), and the position they follow.
-  std::function<void(RequestId, int position, std::span<const float> logits)> observe_logits;
+  std::function<void(RequestId, int position, std::span<const float> logits)> observe_logits = nullptr;
 };
 
 struct EngineMetrics {

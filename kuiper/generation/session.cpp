@@ -6,8 +6,10 @@
 namespace kuiper {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 
 }  // namespace
@@ -27,101 +29,67 @@ double GenerationStats::prefill_tokens_per_second() const {
 }
 
 double GenerationStats::decode_tokens_per_second() const {
-  return decode_seconds > 0 ? generated_tokens / decode_seconds : 0;
+  // The first token comes with the prefill.
+  return decode_seconds > 0 ? std::max(0, generated_tokens - 1) / decode_seconds : 0;
 }
 
-Session::Session(LlamaModel& model, const Tokenizer& tokenizer, Sampler& sampler)
-    : model_(model), tokenizer_(tokenizer), sampler_(sampler) {}
+Session::Session(Engine& engine, const SamplingParams& sampling) : engine_(engine), sampling_(sampling) {}
 
-void Session::truncate(int count) {
-  tokens_.resize(std::clamp<size_t>(count, 0, tokens_.size()));
-}
+void Session::truncate(int count) { tokens_.resize(std::clamp<size_t>(count, 0, tokens_.size())); }
 
-StatusOr<Tensor> Session::prefill(std::span<const int32_t> tokens) {
-  if (tokens.empty()) return invalid_argument("nothing to prefill");
-  const int64_t needed = static_cast<int64_t>(tokens_.size()) + static_cast<int64_t>(tokens.size());
-  if (needed > model_.context()) {
-    return out_of_range("the prompt needs " + std::to_string(needed) + " positions but the context holds " +
-                        std::to_string(model_.context()) + " (raise --context or shorten the prompt)");
-  }
-  KUIPER_ASSIGN_OR_RETURN(Tensor logits, model_.forward(tokens, position()));
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  return logits;
-}
-
-StatusOr<int32_t> Session::next_token(const Tensor& logits) {
-  if (sampler_.is_greedy() && logits.device() != DeviceType::kCPU) {
-    // Greedy on the GPU: reduce there and bring back 4 bytes instead of the whole vocabulary.
-    if (argmax_out_.is_empty()) {
-      KUIPER_ASSIGN_OR_RETURN(Allocator * alloc, allocator_for(logits.device()));
-      KUIPER_ASSIGN_OR_RETURN(argmax_out_, Tensor::empty(DataType::kINT32, {1}, *alloc));
-    }
-    KUIPER_RETURN_IF_ERROR(op::argmax(logits, argmax_out_, model_.execution_context()));
-    int32_t token = 0;
-    KUIPER_RETURN_IF_ERROR(copy_bytes(&token, DeviceType::kCPU, argmax_out_.raw_data(),
-                                      argmax_out_.device(), sizeof(token), model_.stream()));
-    KUIPER_RETURN_IF_ERROR(synchronize(model_.stream()));
-    if (token < 0) return non_finite_logits();
-    return token;
-  }
-  host_logits_.resize(logits.numel());
-  KUIPER_RETURN_IF_ERROR(copy_bytes(host_logits_.data(), DeviceType::kCPU, logits.raw_data(),
-                                    logits.device(), logits.nbytes(), model_.stream()));
-  KUIPER_RETURN_IF_ERROR(synchronize(model_.stream()));
-  StatusOr<int32_t> token = sampler_.sample(host_logits_);
-  if (!token.ok() && token.status().code() == StatusCode::kInvalidArgument) return non_finite_logits();
-  return token;
-}
-
-Status Session::non_finite_logits() const {
-  return invalid_format("the model produced non-finite logits at position " + std::to_string(position() - 1) +
-                             " (NaN or infinite weights, or an overflow)");
-}
-
-StatusOr<GenerationStats> Session::generate(std::span<const int32_t> prompt,
-                                            const GenerationOptions& options,
+StatusOr<GenerationStats> Session::generate(std::span<const int32_t> prompt, const GenerationOptions& options,
                                             const PieceCallback& on_piece) {
   if (options.max_new_tokens < 0) return invalid_argument("max_new_tokens must be >= 0");
-  const std::vector<int32_t> stops = options.stop_tokens.empty() ? tokenizer_.eos_ids() : options.stop_tokens;
+  if (prompt.empty()) return invalid_argument("nothing to prefill");
+  std::vector<int32_t> sequence = tokens_;
+  sequence.insert(sequence.end(), prompt.begin(), prompt.end());
+  if (static_cast<int64_t>(sequence.size()) + 1 > context()) {
+    return out_of_range("the prompt needs " + std::to_string(sequence.size()) +
+                        " positions and one for the reply but the context holds " + std::to_string(context()) +
+                        " (raise --context or shorten the prompt)");
+  }
+  SamplingParams params = sampling_;
+  params.max_tokens = options.max_new_tokens;
+  params.stop_token_ids = options.stop_tokens;
+  params.ignore_eos = options.ignore_eos;
+  ++sampling_.seed;  // the next reply draws afresh
+
   GenerationStats stats;
   stats.prompt_tokens = static_cast<int>(prompt.size());
-
-  auto start = std::chrono::steady_clock::now();
-  KUIPER_ASSIGN_OR_RETURN(Tensor logits, prefill(prompt));
-  KUIPER_ASSIGN_OR_RETURN(int32_t token, next_token(logits));  // waits for the prefill to finish
-  stats.prefill_seconds = seconds_since(start);
-
-  StreamDecoder decoder(tokenizer_);
-  // Decoding continues from the last prompt token, so pieces render as they would in context.
-  decoder.push(tokens_.back());
-  start = std::chrono::steady_clock::now();
-  stats.stop_reason = StopReason::kMaxTokens;
-  while (stats.generated_tokens < options.max_new_tokens) {
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      stats.stop_reason = StopReason::kStopToken;
-      stats.stop_token = token;
-      break;
+  std::vector<int32_t> generated;
+  RequestOutput last;
+  bool stopped_by_callback = false;
+  const auto start = Clock::now();
+  Clock::time_point first = start;
+  RequestId id = 0;
+  KUIPER_ASSIGN_OR_RETURN(id, engine_.submit(sequence, params, [&](const RequestOutput& out) {
+    if (generated.empty() && !out.tokens.empty()) first = Clock::now();
+    generated.insert(generated.end(), out.tokens.begin(), out.tokens.end());
+    if (!out.text.empty() && !stopped_by_callback && !on_piece(out.text)) {
+      stopped_by_callback = true;
+      engine_.cancel(id);
     }
-    ++stats.generated_tokens;
-    const std::string piece = decoder.push(token);
-    if (!piece.empty() && !on_piece(piece)) {
-      stats.stop_reason = StopReason::kCallback;
-      break;
-    }
-    if (position() >= model_.context()) {
-      stats.stop_reason = StopReason::kContextFull;
-      break;
-    }
-    const int32_t input[1] = {token};
-    KUIPER_ASSIGN_OR_RETURN(logits, model_.forward(input, position()));
-    tokens_.push_back(token);
-    if (stats.generated_tokens == options.max_new_tokens) break;
-    KUIPER_ASSIGN_OR_RETURN(token, next_token(logits));
+    last = out;
+  }));
+  for (;;) {
+    KUIPER_ASSIGN_OR_RETURN(bool busy, engine_.step());
+    if (!busy) break;
   }
-  const std::string rest = decoder.flush();
-  if (!rest.empty()) on_piece(rest);
-  KUIPER_RETURN_IF_ERROR(synchronize(model_.stream()));
-  stats.decode_seconds = seconds_since(start);
+  if (last.finish == FinishReason::kError) return last.error;
+  if (generated.empty()) first = Clock::now();
+  stats.prefill_seconds = seconds_between(start, first);
+  stats.decode_seconds = seconds_between(first, Clock::now());
+  stats.cached_tokens = last.cached_prompt_tokens;
+  stats.generated_tokens = static_cast<int>(generated.size());
+  if (stopped_by_callback) {
+    stats.stop_reason = StopReason::kCallback;
+  } else if (last.finish == FinishReason::kStop) {
+    stats.stop_reason = StopReason::kStopToken;
+  } else if (stats.generated_tokens < options.max_new_tokens) {
+    stats.stop_reason = StopReason::kContextFull;
+  }
+  tokens_ = std::move(sequence);
+  tokens_.insert(tokens_.end(), generated.begin(), generated.end());
   return stats;
 }
 

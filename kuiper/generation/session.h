@@ -1,6 +1,7 @@
-// Running a model over a growing token sequence: prefill a prompt in batched passes, then
-// decode token by token, streaming text through a callback. A Session keeps its KV cache
-// between calls, so a chat can add a turn without re-reading the conversation.
+// One growing token sequence on the engine (kuiper/engine): a prompt is appended to what the
+// sequence holds and a reply generated after it, streaming text through a callback. Each call
+// is one engine request over the whole sequence; the engine's prefix cache keeps the blocks
+// the previous call computed, so a chat adds a turn without re-reading the conversation.
 #pragma once
 
 #include <functional>
@@ -9,28 +10,28 @@
 #include <string_view>
 #include <vector>
 
-#include "kuiper/model/llama_model.h"
-#include "kuiper/sampler/sampler.h"
-#include "kuiper/tokenizer/tokenizer.h"
+#include "kuiper/engine/engine.h"
 
 namespace kuiper {
 
 struct GenerationOptions {
   int max_new_tokens = 256;
-  // Tokens that end generation; empty = the tokenizer's eos_ids().
-  std::vector<int32_t> stop_tokens;
+  // Tokens that end generation besides the engine's (the tokenizer's end tokens and BOS), e.g.
+  // a chat template's end of turn.
+  std::vector<int32_t> stop_tokens = {};
+  bool ignore_eos = false;  // run max_new_tokens whatever is sampled
 };
 
 enum class StopReason { kStopToken, kMaxTokens, kContextFull, kCallback };
 const char* stop_reason_name(StopReason reason);
 
 struct GenerationStats {
-  int prompt_tokens = 0;     // tokens prefilled by this call
+  int prompt_tokens = 0;     // tokens appended by this call
+  int cached_tokens = 0;     // of the whole sequence, served from the prefix cache
   int generated_tokens = 0;  // tokens sampled (stop token excluded)
   double prefill_seconds = 0;
   double decode_seconds = 0;
   StopReason stop_reason = StopReason::kMaxTokens;
-  int32_t stop_token = -1;   // the stop token sampled, when stop_reason == kStopToken
 
   double prefill_tokens_per_second() const;
   double decode_tokens_per_second() const;
@@ -41,36 +42,29 @@ using PieceCallback = std::function<bool(std::string_view piece)>;
 
 class Session {
  public:
-  Session(LlamaModel& model, const Tokenizer& tokenizer, Sampler& sampler);
+  // `engine` (which the session drives step by step, alone) must outlive the session;
+  // `sampling` gives every reply's sampling (its seed advances with each reply).
+  Session(Engine& engine, const SamplingParams& sampling);
 
-  // Appends `prompt` to what the cache holds (prefilled in batched passes), then samples up to
-  // options.max_new_tokens. Every sampled token enters the cache, except a stop token and a
-  // token sampled when the context is already full.
+  // Appends `prompt` to the sequence, then samples up to options.max_new_tokens, stopping at
+  // an end token and at the end of the context. The sampled tokens join the sequence (a stop
+  // token does not).
   StatusOr<GenerationStats> generate(std::span<const int32_t> prompt, const GenerationOptions& options,
                                      const PieceCallback& on_piece);
 
-  // Appends tokens to the cache without sampling; returns the logits after the last one.
-  StatusOr<Tensor> prefill(std::span<const int32_t> tokens);
-
-  // Tokens held in the cache, oldest first.
+  // The sequence, oldest first.
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int position() const { return static_cast<int>(tokens_.size()); }
-  int context() const { return model_.context(); }
-  // Forgets the cache contents (they are overwritten by the next prefill).
+  int context() const { return engine_.context(); }
+  // Forgets the sequence.
   void reset() { tokens_.clear(); }
-  // Keeps the first `count` tokens of the cache and forgets the rest.
+  // Keeps the first `count` tokens and forgets the rest.
   void truncate(int count);
 
  private:
-  StatusOr<int32_t> next_token(const Tensor& logits);
-  Status non_finite_logits() const;
-
-  LlamaModel& model_;
-  const Tokenizer& tokenizer_;
-  Sampler& sampler_;
+  Engine& engine_;
+  SamplingParams sampling_;
   std::vector<int32_t> tokens_;
-  std::vector<float> host_logits_;  // reused for every sampled token
-  Tensor argmax_out_;               // device int32 [1] for greedy decoding on the GPU
 };
 
 }  // namespace kuiper

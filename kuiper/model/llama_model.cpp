@@ -211,7 +211,8 @@ op::ScratchPlan LlamaModel::scratch_plan() const {
     plan[op::ScratchUse::kDequantizedWeight] = static_cast<size_t>(largest) * sizeof(uint16_t);
   }
   plan[op::ScratchUse::kAttentionPartials] =
-      op::decode_attention_partials_bytes(kv_slots_, {config_.n_heads, config_.n_kv_heads, config_.head_dim()});
+      op::decode_attention_partials_bytes(std::min(context_, kv_slots_),
+                                          {config_.n_heads, config_.n_kv_heads, config_.head_dim()});
   return plan;
 }
 
@@ -248,7 +249,9 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(v_cache_, Tensor::empty(kv_dtype_, {layers, kv_slots_, kv}, alloc));
   for (int l = 0; l < config_.n_layers; ++l) {
     KUIPER_ASSIGN_OR_RETURN(layers_[l].k_cache, k_cache_.select(l));
+    KUIPER_ASSIGN_OR_RETURN(layers_[l].k_positions, layers_[l].k_cache.slice(0, std::min(context_, kv_slots_)));
     KUIPER_ASSIGN_OR_RETURN(layers_[l].v_cache, v_cache_.select(l));
+    KUIPER_ASSIGN_OR_RETURN(layers_[l].v_positions, layers_[l].v_cache.slice(0, std::min(context_, kv_slots_)));
   }
 
   const int64_t rows = max_batch_, dim = config_.dim, hidden = config_.hidden_dim;
@@ -358,7 +361,7 @@ Status LlamaModel::run_network(Activations& a, bool fused) {
 Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activations& a, bool fused) {
   KUIPER_RETURN_IF_ERROR(project_qkv(layer, a, fused));
   KUIPER_RETURN_IF_ERROR(
-      attention_.attend(a.q, a.positions, layer.k_cache, layer.v_cache, a.paged, a.attention, *ctx_));
+      attention_.attend(a.q, a.positions, keys(layer, a), values(layer, a), a.paged, a.attention, *ctx_));
   KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, a.attention, layer.ffn_norm, a, fused));
   KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
   return add_to_residual(layer.w2, layer.b2, fused ? a.swiglu : a.hidden, next_norm, a, fused);
@@ -385,12 +388,12 @@ Status LlamaModel::project_qkv(Layer& layer, Activations& a, bool fused) {
   if (fused) {
     const Tensor* sumsq = handoff_.applied ? nullptr : &handoff_.sumsq;
     op::DecodeGemv gemv = normed_gemv(handoff_.values, sumsq, layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
-    gemv.rope_kv = rope_.target(a.positions, nullptr, static_cast<int>(a.q.numel()), layer.k_cache, layer.v_cache);
+    gemv.rope_kv = rope_.target(a.positions, nullptr, static_cast<int>(a.q.numel()), keys(layer, a), values(layer, a));
     return layer.wqkv.forward_decode(gemv, ctx);
   }
   if (!a.qkv.is_empty()) {  // stacked: one GEMM, then rope and the cache store in one kernel
     KUIPER_RETURN_IF_ERROR(layer.wqkv.forward(a.normed, a.qkv, ctx));
-    return rope_.forward_stacked(a.qkv, a.positions, a.slots, a.q, layer.k_cache, layer.v_cache, ctx);
+    return rope_.forward_stacked(a.qkv, a.positions, a.slots, a.q, keys(layer, a), values(layer, a), ctx);
   }
   KUIPER_RETURN_IF_ERROR(layer.wq.forward(a.normed, a.q, ctx));
   KUIPER_RETURN_IF_ERROR(layer.wk.forward(a.normed, a.k, ctx));
@@ -405,7 +408,7 @@ Status LlamaModel::project_qkv(Layer& layer, Activations& a, bool fused) {
     KUIPER_RETURN_IF_ERROR(norm_heads(layer.k_norm, a.k));
   }
   KUIPER_RETURN_IF_ERROR(rope_.forward(a.q, a.k, a.positions, ctx));
-  return attention_.store(a.k, a.v, a.slots, layer.k_cache, layer.v_cache, ctx);
+  return attention_.store(a.k, a.v, a.slots, keys(layer, a), values(layer, a), ctx);
 }
 
 Status LlamaModel::norm_heads(const op::RmsNorm& norm, Tensor& x) {

@@ -95,6 +95,10 @@ class LlamaModel {
     Tensor bq, bk, bv, bo, b1, b2, b3;
     op::RmsNorm q_norm, k_norm;  // over each head of q and of k
     Tensor k_cache, v_cache;  // this layer's slice of the cache, [kv_slots, kv_dim]
+    // Its first `context` rows: the cache of a sequence whose slots are its positions, so that
+    // the contiguous kernels (split-cache decode attention) size their work by the context, not
+    // by the whole pool.
+    Tensor k_positions, v_positions;
   };
   // Activation buffers for a batch of rows (views into the full-size buffers). "Matmul input
   // dtype" is the kernel table's matmul_input for the weights: fp32, or (CUDA) the weights' own
@@ -146,6 +150,9 @@ class LlamaModel {
   // Embeds the rows and runs every layer; leaves the final norm's input ready for classify.
   Status run_network(Activations& a, bool fused);
   Status run_layer(Layer& layer, const op::RmsNorm& next_norm, Activations& a, bool fused);
+  // The layer's cache as the rows `a` address it: the pool when paged, else its first rows.
+  static Tensor& keys(Layer& layer, const Activations& a) { return a.paged ? layer.k_cache : layer.k_positions; }
+  static Tensor& values(Layer& layer, const Activations& a) { return a.paged ? layer.v_cache : layer.v_positions; }
   // normed input → q (rotated) and this step's k, v in the layer's cache.
   Status project_qkv(Layer& layer, Activations& a, bool fused);
   // x += W · in, and the norm `next` of the new x made ready for the projections after it.

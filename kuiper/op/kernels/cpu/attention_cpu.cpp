@@ -107,62 +107,26 @@ Status kv_store_fp32(const Tensor& k, const Tensor& v, const Tensor& positions, 
   return ok_status();
 }
 
-Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      const Tensor& positions, const AttentionShape& shape, Tensor& out, const ExecutionContext&) {
+namespace {
+
+Status check_attention_args(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                            const AttentionShape& shape, const Tensor& out) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(q, DataType::kFP32, "attention q"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(k_cache, DataType::kFP32, "key cache"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(v_cache, DataType::kFP32, "value cache"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(positions, DataType::kINT32, "attention positions"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "attention output"));
-  KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
+  return check_attention_shapes(q, k_cache, v_cache, positions, shape, out);
+}
+
+// Every (row, head) pair in parallel; slots_of_row(t) maps row t's positions to cache rows.
+template <typename SlotsOfRow>
+void attend_rows(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                 const AttentionShape& shape, Tensor& out, const SlotsOfRow& slots_of_row) {
   const int n_heads = shape.n_heads, hd = shape.head_dim;
   const int64_t tokens = positions.numel();
   const int64_t q_dim = static_cast<int64_t>(n_heads) * hd, kv_dim = k_cache.dim(-1);
-  const int64_t context = k_cache.dim(0);
-  KUIPER_RETURN_IF_ERROR(check_positions(positions, context));
-  if (tokens == 0) return ok_status();  // nothing to do, and no last position to size work by
-
   const int32_t* pos = positions.data<int32_t>();
-  const int group = n_heads / shape.n_kv_heads;
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  const int64_t jobs = tokens * n_heads;
-  const int64_t work = jobs * (pos[tokens - 1] + 1) * hd;
-#pragma omp parallel if (worth_threads(work))
-  {
-    // Scratch for one head's scores, reused across jobs and calls (grows once, never per token).
-    thread_local std::vector<float> scores;
-    if (scores.size() < static_cast<size_t>(context)) scores.resize(context);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t job = 0; job < jobs; ++job) {
-      const int64_t t = job / n_heads;
-      const int h = static_cast<int>(job % n_heads);
-      const int64_t kv_offset = static_cast<int64_t>(h / group) * hd;
-      attend_one(q.data<float>() + t * q_dim + h * hd, k_cache.data<float>() + kv_offset,
-                 v_cache.data<float>() + kv_offset, pos[t] + 1, kv_dim, [](int64_t j) { return j; }, hd,
-                 scale, scores.data(), out.data<float>() + t * q_dim + h * hd);
-    }
-  }
-  return ok_status();
-}
-
-Status paged_attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
-                            const PagedKv& paged, const AttentionShape& shape, Tensor& out,
-                            const ExecutionContext&) {
-  KUIPER_RETURN_IF_ERROR(expect_cpu(q, DataType::kFP32, "attention q"));
-  KUIPER_RETURN_IF_ERROR(expect_cpu(k_cache, DataType::kFP32, "key cache"));
-  KUIPER_RETURN_IF_ERROR(expect_cpu(v_cache, DataType::kFP32, "value cache"));
-  KUIPER_RETURN_IF_ERROR(expect_cpu(positions, DataType::kINT32, "attention positions"));
-  KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "attention output"));
-  KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
-  KUIPER_RETURN_IF_ERROR(check_paged_kv(paged, positions, k_cache.dim(0)));
-  const int n_heads = shape.n_heads, hd = shape.head_dim, block = paged.block_size;
-  const int64_t tokens = positions.numel();
-  const int64_t q_dim = static_cast<int64_t>(n_heads) * hd, kv_dim = k_cache.dim(-1);
-  if (tokens == 0) return ok_status();
-
-  const int32_t* pos = positions.data<int32_t>();
-  const int32_t* row_sequence = paged.row_sequence->data<int32_t>();
-  const int64_t table_width = paged.block_tables->dim(1);
   const int group = n_heads / shape.n_kv_heads;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const int64_t jobs = tokens * n_heads;
@@ -170,6 +134,7 @@ Status paged_attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor
   for (int64_t t = 0; t < tokens; ++t) longest = std::max<int64_t>(longest, pos[t] + 1);
 #pragma omp parallel if (worth_threads(jobs * longest * hd))
   {
+    // Scratch for one head's scores, reused across jobs and calls (grows once, never per token).
     thread_local std::vector<float> scores;
     if (scores.size() < static_cast<size_t>(longest)) scores.resize(longest);
 #pragma omp for schedule(dynamic, 1)
@@ -177,15 +142,36 @@ Status paged_attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor
       const int64_t t = job / n_heads;
       const int h = static_cast<int>(job % n_heads);
       const int64_t kv_offset = static_cast<int64_t>(h / group) * hd;
-      const int32_t* table = paged.block_tables->data<int32_t>() + row_sequence[t] * table_width;
-      const auto slot_of = [table, block](int64_t j) {
-        return static_cast<int64_t>(table[j / block]) * block + j % block;
-      };
       attend_one(q.data<float>() + t * q_dim + h * hd, k_cache.data<float>() + kv_offset,
-                 v_cache.data<float>() + kv_offset, pos[t] + 1, kv_dim, slot_of, hd, scale, scores.data(),
+                 v_cache.data<float>() + kv_offset, pos[t] + 1, kv_dim, slots_of_row(t), hd, scale, scores.data(),
                  out.data<float>() + t * q_dim + h * hd);
     }
   }
+}
+
+}  // namespace
+
+Status attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      const Tensor& positions, const AttentionShape& shape, Tensor& out, const ExecutionContext&) {
+  KUIPER_RETURN_IF_ERROR(check_attention_args(q, k_cache, v_cache, positions, shape, out));
+  KUIPER_RETURN_IF_ERROR(check_positions(positions, k_cache.dim(0)));
+  attend_rows(q, k_cache, v_cache, positions, shape, out, [](int64_t) { return [](int64_t j) { return j; }; });
+  return ok_status();
+}
+
+Status paged_attention_fp32(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                            const PagedKv& paged, const AttentionShape& shape, Tensor& out,
+                            const ExecutionContext&) {
+  KUIPER_RETURN_IF_ERROR(check_attention_args(q, k_cache, v_cache, positions, shape, out));
+  KUIPER_RETURN_IF_ERROR(check_paged_kv(paged, positions, k_cache.dim(0)));
+  const int32_t* row_sequence = paged.row_sequence->data<int32_t>();
+  const int32_t* tables = paged.block_tables->data<int32_t>();
+  const int64_t width = paged.block_tables->dim(1);
+  const int block = paged.block_size;
+  attend_rows(q, k_cache, v_cache, positions, shape, out, [=](int64_t t) {
+    const int32_t* table = tables + row_sequence[t] * width;
+    return [table, block](int64_t j) { return static_cast<int64_t>(table[j / block]) * block + j % block; };
+  });
   return ok_status();
 }
 
