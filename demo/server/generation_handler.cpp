@@ -171,6 +171,7 @@ void handle_generation(ServerContext& context, Endpoint endpoint, const httplib:
   if (auto* error = std::get_if<ApiError>(&max_tokens)) return send_error(response, *error);
   request.sampling.max_tokens = std::get<int>(max_tokens);
   request.sampling.seed = request.seed ? *request.seed : std::random_device{}();
+  if (endpoint == Endpoint::kChatCompletions) request.sampling.stop_token_ids = context.chat_template.stop_tokens();
   if (Status valid = validate(request.sampling); !valid.ok()) {
     return send_error(response, api_error_from_status(valid));
   }
