@@ -22,6 +22,8 @@ With a slower random-weight model (scripts/make_random_llama2c.py, 2048 context)
   shutdown           SIGTERM while a stream runs: the stream ends with an error event, the server
                      exits 0
 
+And bad start-up flags (missing model, bad port, a port in use): one error line, exit 1 or 2.
+
 Every request has a timeout; every loop is bounded. Usage:
   server_openai_test.py --server kuiper_server --infer llama_infer --chat llama_chat \
       --source-dir . --work-dir build/server_test
@@ -405,6 +407,29 @@ class SlowServer(unittest.TestCase):
             self.assertEqual(server.process.wait(timeout=30), 0, server.output()[-2000:])
         finally:
             server.stop()
+
+
+class CommandLine(unittest.TestCase):
+    """Bad start-up input: one line on stderr and a non-zero exit, never a server."""
+
+    def run_server(self, *flags):
+        result = subprocess.run([ARGS.server, *flags], capture_output=True, timeout=60)
+        return result.returncode, result.stderr.decode(errors="replace").strip().splitlines()
+
+    def test_errors(self):
+        code, lines = self.run_server("-m", os.path.join(ARGS.work_dir, "no_such_model.bin"))
+        self.assertEqual(code, 1)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("no_such_model.bin", lines[0])
+        code, lines = self.run_server("--port", "70000")
+        self.assertEqual(code, 2, lines)
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            code, lines = self.run_server("--port", str(port))
+        self.assertEqual(code, 1)
+        self.assertEqual(lines, [f"kuiper_server: error: cannot listen on 127.0.0.1:{port}"])
 
 
 def main():
