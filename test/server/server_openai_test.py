@@ -334,10 +334,10 @@ class SlowServer(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        model = os.path.join(ARGS.work_dir, "random_256x6.bin")
+        model = os.path.join(ARGS.work_dir, "random_384x8.bin")
         if not os.path.exists(model):
             subprocess.run([sys.executable, os.path.join(ARGS.source_dir, "scripts/make_random_llama2c.py"),
-                            "--shape", "256,768,6,8,4,512", "--seq-len", "2048", model], check=True, timeout=120)
+                            "--shape", "384,1024,8,6,6,512", "--seq-len", "2048", model], check=True, timeout=120)
         cls.flags = ("-m", model, "-t", os.path.join(ARGS.source_dir, "models/stories260K/tok512.bin"),
                      "--model-name", "random", "--max-seqs", "1", "--max-waiting", "1")
 
