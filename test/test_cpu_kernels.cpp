@@ -518,6 +518,47 @@ TEST(CpuAttention, NoPositionsIsANoOp) {
                                                          ctx()));
 }
 
+// Two sequences (lengths 10 and 7) scattered over a pool of 8 blocks of 4 slots in shuffled
+// order: each row's output equals the contiguous kernel's over its own sequence alone, bit for
+// bit, and a table naming a block outside the pool is refused.
+TEST(CpuAttention, PagedEqualsContiguousPerSequence) {
+  std::mt19937 rng(15);
+  const AttentionShape shape{4, 2, 8};
+  const int block = 4;
+  const std::vector<std::vector<int32_t>> blocks = {{5, 2, 7}, {0, 6}};
+  const std::vector<int64_t> lengths = {10, 7};
+  const std::vector<Tensor> caches = {random_tensor({10, 16}, rng), random_tensor({7, 16}, rng)};
+  Tensor pool = random_tensor({8 * block, 16}, rng, 1e3f, 2e3f);  // unwritten slots: huge values
+  for (int s = 0; s < 2; ++s) {
+    for (int64_t p = 0; p < lengths[s]; ++p) {
+      const int64_t slot = int64_t{blocks[s][p / block]} * block + p % block;
+      std::memcpy(pool.data<float>() + slot * 16, caches[s].data<float>() + p * 16, 16 * sizeof(float));
+    }
+  }
+  const std::vector<int32_t> row_sequence = {0, 1, 0, 1}, positions = {3, 6, 9, 0};
+  const Tensor q = random_tensor({4, 32}, rng);
+  Tensor tables = int_tensor({5, 2, 7, 0, 6, 0});
+  tables = tables.reshape({2, 3}).value();
+  const Tensor rows = int_tensor(row_sequence);
+  const op::PagedKv paged{&tables, &rows, block};
+  Tensor out = zeros({4, 32});
+  KUIPER_ASSERT_OK(cpu().paged_attention[at(DataType::kFP32)](q, pool, pool, int_tensor(positions), paged, shape,
+                                                               out, ctx()));
+  for (int r = 0; r < 4; ++r) {
+    Tensor alone = zeros({1, 32});
+    const Tensor& cache = caches[row_sequence[r]];
+    KUIPER_ASSERT_OK(cpu().attention[at(DataType::kFP32)](q.slice(r, r + 1).value(), cache, cache,
+                                                           int_tensor({positions[r]}), shape, alone, ctx()));
+    EXPECT_EQ(std::memcmp(alone.data<float>(), out.data<float>() + r * 32, 32 * sizeof(float)), 0) << "row " << r;
+  }
+  Tensor bad_tables = int_tensor({5, 2, 7, 0, 8, 0});
+  bad_tables = bad_tables.reshape({2, 3}).value();
+  const op::PagedKv bad{&bad_tables, &rows, block};
+  EXPECT_EQ(cpu().paged_attention[at(DataType::kFP32)](q, pool, pool, int_tensor(positions), bad, shape, out, ctx())
+                .code(),
+            StatusCode::kOutOfRange);
+}
+
 TEST(CpuAttention, RejectsBadShapesAndPositions) {
   std::mt19937 rng(14);
   const auto attend = cpu().attention[at(DataType::kFP32)];

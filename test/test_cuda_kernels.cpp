@@ -493,6 +493,36 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
   }
 }
 
+// Rows of three sequences over a pool of shuffled blocks (paged attention), CUDA against the
+// CPU kernel over the same cache values widened to fp32.
+TEST_F(CudaAttention, PagedMatchesCpuForSeveralSequences) {
+  const int block = 16;
+  const std::vector<int32_t> table_values = {7, 2, 9, 4, 0, 3, 1, 8, 5, 6, 11, 10};  // 3 x 4 blocks
+  const std::vector<int32_t> row_sequence = {0, 1, 2, 0, 2, 1}, positions = {0, 17, 63, 40, 5, 33};
+  for (DataType dtype : kFloatTypes) {
+    for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}, AttentionCase{1, 2, 50}}) {
+      const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};
+      const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim, q_dim = int64_t{shape.n_heads} * c.head_dim;
+      const int64_t slots = 12 * block, rows = static_cast<int64_t>(positions.size());
+      Tensor k = test::random_tensor({slots, kv_dim}, rng_), v = test::random_tensor({slots, kv_dim}, rng_);
+      const Tensor k_cache = round_to(k, dtype), v_cache = round_to(v, dtype);
+      const Tensor q = test::random_tensor({rows, q_dim}, rng_, -2.f, 2.f);
+      Tensor tables = int_tensor(table_values).reshape({3, 4}).value();
+      const Tensor row_seq = int_tensor(row_sequence), pos = int_tensor(positions);
+      Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {rows, q_dim}).value();
+      const op::PagedKv host_paged{&tables, &row_seq, block};
+      KUIPER_ASSERT_OK(cpu_.paged_attention[at(DataType::kFP32)](q, widen(k_cache), widen(v_cache), pos, host_paged,
+                                                                  shape, expected, ctx()));
+      const Tensor gpu_tables = upload(tables), gpu_row_seq = upload(row_seq);
+      const op::PagedKv gpu_paged{&gpu_tables, &gpu_row_seq, block};
+      Tensor out = poisoned_gpu({rows, q_dim});
+      KUIPER_ASSERT_OK(gpu_.paged_attention[at(dtype)](upload(q), upload(k_cache), upload(v_cache), upload(pos),
+                                                       gpu_paged, shape, out, ctx()));
+      EXPECT_LT(error_vs(download(out), expected), 2e-5) << dtype_name(dtype) << " head_dim " << c.head_dim;
+    }
+  }
+}
+
 TEST_F(CudaAttention, DecodeHandlesOddHeadDimAndGroupsBeyondOneBlock) {
   // Two blocks per KV head; 100-byte rows, which cannot be copied 16 bytes at a time.
   check(DataType::kBF16, {2, 16, 50}, 700, {650}, 2e-5);

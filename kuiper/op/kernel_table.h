@@ -119,13 +119,13 @@ inline constexpr int64_t decode_sumsq_runs(int64_t n) { return (n + kDecodeSumsq
 // Where stacked q/k/v rows go: q rotated into its output, k rotated and v stored in the caches.
 struct RopeKvTarget {
   const Tensor* positions = nullptr;  // int32, one per row of tokens
-  const Tensor* slots = nullptr;      // int32, the cache row of each token; null: its position
   const Tensor* cos = nullptr;        // fp32 [max_positions, head_dim / 2], as for RopeKernel
   const Tensor* sin = nullptr;
   int head_dim = 0;
   int q_rows = 0;
   Tensor* k_cache = nullptr;  // [context, kv_rows]
   Tensor* v_cache = nullptr;
+  const Tensor* slots = nullptr;  // int32, the cache row of each token; null: its position
 };
 
 struct DecodeGemv {

@@ -67,7 +67,7 @@ class Rope {
   // (forward_stacked, and the decode GEMV's kRopeKv epilogue); slots null: at the positions.
   RopeKvTarget target(const Tensor& positions, const Tensor* slots, int q_rows, Tensor& k_cache,
                       Tensor& v_cache) const {
-    return {&positions, slots, &cos_, &sin_, head_dim_, q_rows, &k_cache, &v_cache};
+    return {&positions, &cos_, &sin_, head_dim_, q_rows, &k_cache, &v_cache, slots};
   }
 
  private:
