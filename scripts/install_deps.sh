@@ -6,7 +6,8 @@ set -euo pipefail
 
 debs=(cmake ninja-build g++ pkg-config ccache python3 python3-pip
       libgoogle-glog-dev libgflags-dev libarmadillo-dev libopenblas-dev libsentencepiece-dev
-      libgtest-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev libreadline-dev)
+      libgtest-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev libreadline-dev
+      libcpp-httplib-dev)
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -19,9 +20,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # The references the tests compare against (PyPI): sentencepiece, tiktoken and tokenizers for the
-# tokenizers; jinja2 renders the models' own chat templates as transformers does.
-pips=(sentencepiece tiktoken tokenizers 'jinja2>=3.1')
-if ! python3 -c 'import sentencepiece, tiktoken, tokenizers, jinja2' 2>/dev/null; then
+# tokenizers; jinja2 renders the models' own chat templates as transformers does; the openai
+# client drives kuiper_server in its tests.
+pips=(sentencepiece tiktoken tokenizers 'jinja2>=3.1' openai)
+if ! python3 -c 'import sentencepiece, tiktoken, tokenizers, jinja2, openai' 2>/dev/null; then
   python3 -m pip install -q "${pips[@]}" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "${pips[@]}"
 fi

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Drives a kuiper_server (or any OpenAI-compatible server) with N concurrent streaming clients
+and prints requests/s, output tokens/s, time to first token and inter-token latency (median
+and p99).
+
+    load_server.py --clients 8 --requests 4 --max-tokens 128 --model stories260K
+
+Each client sends its requests one after another (POST /v1/completions, stream: true,
+stream_options.include_usage, temperature 0 unless told otherwise). Output tokens are the
+server's usage counts. Time to first token runs from sending the request to the first chunk
+with text; inter-token latency is the gap between consecutive text chunks divided by the
+tokens they carry (a chunk carries the tokens of one engine step per request, so normally one).
+The client is plain http.client with a line reader, to take as little CPU from the server as
+possible; on a shared machine run it with the server's core count in mind.
+"""
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import threading
+import time
+from urllib.parse import urlparse
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+class Client(threading.Thread):
+    def __init__(self, args, index):
+        super().__init__(daemon=True)
+        self.args = args
+        self.index = index
+        self.ttft, self.itl, self.tokens, self.done, self.errors = [], [], 0, 0, []
+
+    def one_request(self, connection, prompt):
+        body = {"model": self.args.model, "prompt": prompt, "max_tokens": self.args.max_tokens,
+                "temperature": self.args.temperature, "stream": True, "stream_options": {"include_usage": True}}
+        if self.args.ignore_eos:
+            body["ignore_eos"] = True
+        headers = {"Content-Type": "application/json"}
+        if self.args.api_key:
+            headers["Authorization"] = "Bearer " + self.args.api_key
+        sent = time.perf_counter()
+        connection.request("POST", self.args.path, body=json.dumps(body), headers=headers)
+        response = connection.getresponse()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {response.read()[:200]!r}")
+        last_text_at, text_chunks, completion_tokens = None, 0, 0
+        gaps = []
+        while True:
+            line = response.readline()
+            if not line:
+                break
+            if not line.startswith(b"data: "):
+                continue
+            data = line[6:].strip()
+            if data == b"[DONE]":
+                break
+            chunk = json.loads(data)
+            if "error" in chunk:
+                raise RuntimeError(chunk["error"].get("message"))
+            if chunk.get("usage"):
+                completion_tokens = chunk["usage"]["completion_tokens"]
+            if any(c.get("text") for c in chunk.get("choices", [])):
+                now = time.perf_counter()
+                if last_text_at is None:
+                    self.ttft.append(now - sent)
+                else:
+                    gaps.append(now - last_text_at)
+                last_text_at = now
+                text_chunks += 1
+        response.read()
+        # Spread each gap over the tokens its chunk carried (usage / chunks, normally 1).
+        per_chunk = completion_tokens / text_chunks if text_chunks else 1
+        self.itl += [g / per_chunk for g in gaps]
+        self.tokens += completion_tokens
+        self.done += 1
+
+    def run(self):
+        url = urlparse(self.args.url)
+        connection = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=self.args.timeout)
+        for r in range(self.args.requests):
+            prompt = self.args.prompts[(self.index + r) % len(self.args.prompts)]
+            try:
+                self.one_request(connection, prompt)
+            except Exception as e:  # counted and reported; the client goes on with a new connection
+                self.errors.append(str(e))
+                connection.close()
+                connection = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=self.args.timeout)
+        connection.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8080")
+    parser.add_argument("--path", default="/v1/completions")
+    parser.add_argument("--model", default="stories260K")
+    parser.add_argument("--api-key", default="")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=4, help="requests per client, one after another")
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--ignore-eos", action="store_true", help="every request generates max-tokens tokens")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds, per request")
+    parser.add_argument("--prompt", action="append", dest="prompts",
+                        help="a prompt (repeat for several; clients take them in turn)")
+    args = parser.parse_args()
+    if args.clients < 1 or args.requests < 1 or args.max_tokens < 1:
+        parser.error("--clients, --requests and --max-tokens must be >= 1")
+    args.prompts = args.prompts or ["Once upon a time", "One day, a little cat", "Lily and Ben went to the park",
+                                    "The sun was hot", "Tom had a red ball", "There was a big tree",
+                                    "Sue liked to sing", "A small bird flew"]
+
+    clients = [Client(args, i) for i in range(args.clients)]
+    start = time.perf_counter()
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join()
+    elapsed = time.perf_counter() - start
+
+    done = sum(c.done for c in clients)
+    tokens = sum(c.tokens for c in clients)
+    ttft = [t for c in clients for t in c.ttft]
+    itl = [t for c in clients for t in c.itl]
+    errors = [e for c in clients for e in c.errors]
+    print(f"{args.clients} clients x {args.requests} requests, max_tokens {args.max_tokens}: "
+          f"{done} done, {len(errors)} failed in {elapsed:.2f} s")
+    print(f"requests/s: {done / elapsed:.2f}   output tokens/s: {tokens / elapsed:.1f}   ({tokens} tokens)")
+    if ttft:
+        print(f"time to first token: median {statistics.median(ttft) * 1e3:.1f} ms, "
+              f"p99 {percentile(ttft, 99) * 1e3:.1f} ms")
+    if itl:
+        print(f"inter-token latency: median {statistics.median(itl) * 1e3:.2f} ms, "
+              f"p99 {percentile(itl, 99) * 1e3:.2f} ms")
+    for e in errors[:5]:
+        print("error:", e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
