@@ -30,6 +30,7 @@ struct ServerFlags {
   int port = 8080;
   std::string api_key;
   std::string model_name;  // empty: the model file's name without extension
+  std::string chat_template = "auto";
   EngineOptions engine;
 };
 
@@ -39,6 +40,10 @@ void add_server_flags(CLI::App& app, ServerFlags& flags) {
   app.add_option("--port", flags.port, "TCP port (default: 8080)")->check(CLI::Range(1, 65535));
   app.add_option("--api-key", flags.api_key, "require 'Authorization: Bearer KEY' on /v1/* (default: none)");
   app.add_option("--model-name", flags.model_name, "the model's id in the API (default: the file's name)");
+  app.add_option("--template", flags.chat_template,
+                 "chat layout of /v1/chat/completions: llama2, llama3, chatml, mistral, or auto (from the "
+                 "model's chat_template, generation_config.json or tokenizer)")
+      ->check(CLI::IsMember({"auto", "llama2", "llama3", "chatml", "mistral"}));
   app.add_option("--max-seqs", flags.engine.max_seqs, "sequences decoded together (default: 16)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--kv-blocks", flags.engine.kv_blocks, "KV cache blocks (default: max-seqs full contexts)")
@@ -95,7 +100,11 @@ int serve(int argc, char** argv) {
   auto loaded = cli::load_engine(model_flags, flags.engine);
   if (!loaded.ok()) return cli::fail(kProgram, loaded.status());
   const Tokenizer& tokenizer = *loaded->tokenizer;
-  auto chat_template = make_chat_template(ChatTemplateKind::kAuto, tokenizer);
+  auto kind = parse_chat_template_kind(flags.chat_template);
+  if (!kind.ok()) return cli::fail(kProgram, kind.status());
+  auto hints = read_chat_template_hints(loaded->model_path);
+  if (!hints.ok()) return cli::fail(kProgram, hints.status());
+  auto chat_template = choose_chat_template(*kind, *hints, tokenizer);
   if (!chat_template.ok()) return cli::fail(kProgram, chat_template.status());
 
   server::ServerContext context(*loaded->engine, **chat_template,
