@@ -1,29 +1,79 @@
 #!/usr/bin/env bash
-# One GPU-machine session for the whole project: build, every test (CUDA ones included),
-# compute-sanitizer on the CUDA model test, a story on the GPU, and the benchmark against
-# transformers. Run from the project root on the device machine, carrying .device-deps (see
-# shared/DEVICE.md). Logs go to $OUT (or ./gpu-check); short results are printed.
+# The GPU-machine session for the whole project, in stages that each fit one device call:
+#   gpu_check.sh tests   build, every test (CUDA ones included), compute-sanitizer memcheck on the
+#                        CUDA test programs
+#   gpu_check.sh bench   a story on the GPU, one-sequence decode/prefill against transformers,
+#                        batched decode of 1-64 sequences (7B/8B shapes, bf16/int8) with the batched
+#                        roofline, and transformers' batched generate on the same shape
+#   gpu_check.sh serve   kuiper_server on a random-weight 7B-shape model, 64 concurrent streams
+#                        through the openai SDK (carry it as wheels, see shared/DEVICE.md)
+# Run from the project root on the device machine, carrying .device-deps. Logs go to $OUT (or
+# ./gpu-check); short results are printed. Later stages reuse build-gpu when the machine is warm.
 set -uo pipefail
 out=${OUT:-gpu-check}
 mkdir -p "$out"
 source .device-deps/setup.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
-if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKUIPER_CUDA=ON \
-         -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/cmake.txt" 2>&1 &&
-       cmake --build build-gpu -j16 > "$out/build.txt" 2>&1; }; then
+build() {
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKUIPER_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/cmake.txt" 2>&1 &&
+    cmake --build build-gpu -j16 > "$out/build.txt" 2>&1 && return 0
   grep -m3 -B2 -A8 -E "error|Error" "$out/build.txt" "$out/cmake.txt"
   exit 1
-fi
-ctest --test-dir build-gpu -j8 --output-on-failure > "$out/ctest.txt" 2>&1
-grep -E "tests passed|FAILED|Failed|\(Failed\)" "$out/ctest.txt" | head -20
-for t in test_cuda_model test_cuda_kernels test_cuda_int8; do
-  [[ -x build-gpu/test/$t ]] && build-gpu/test/$t 2>&1 | grep -E "worst|engine|PASSED|FAILED|SKIPPED" | head -12
-done
-compute-sanitizer --tool memcheck build-gpu/test/test_cuda_model > "$out/memcheck.txt" 2>&1
-echo "memcheck test_cuda_model: $(grep 'ERROR SUMMARY' "$out/memcheck.txt")"
-build-gpu/demo/llama_infer --device cuda --temp 0 -n 60 2>&1 | tail -3
-python3 scripts/compare_transformers.py --bench build-gpu/demo/llama_bench "$@" 2>&1 | tee "$out/bench.txt" | tail -40
-# The engine: several sequences decoding together (aggregate tokens/s and batched roofline).
-build-gpu/demo/llama_bench --shape llama2-7b --device cuda --batch 1,4,8,16,32 --contexts 128,1024 \
-  2>&1 | tee "$out/batch_bench.txt" | grep -v RESULT | tail -14
+}
+
+tests() {
+  ctest --test-dir build-gpu -j8 --output-on-failure > "$out/ctest.txt" 2>&1
+  grep -E "tests passed|FAILED|Failed|\(Failed\)" "$out/ctest.txt" | head -20
+  for t in test_cuda_model test_cuda_kernels test_cuda_int8; do
+    [[ -x build-gpu/test/$t ]] && build-gpu/test/$t 2>&1 | grep -E "worst|engine|batch|PASSED|FAILED|SKIPPED" | head -12
+  done
+  for t in test_cuda_model test_cuda_int8 test_cuda_kernels; do
+    compute-sanitizer --tool memcheck build-gpu/test/$t > "$out/memcheck_$t.txt" 2>&1
+    echo "memcheck $t: $(grep 'ERROR SUMMARY' "$out/memcheck_$t.txt")"
+  done
+}
+
+bench() {
+  local bench=build-gpu/demo/llama_bench log="$out/batch_bench.txt"
+  build-gpu/demo/llama_infer --device cuda --temp 0 -n 60 2>&1 | tail -3
+  python3 scripts/compare_transformers.py --bench "$bench" 2>&1 | tee "$out/bench.txt" | tail -6
+  # Several sequences decoding together. A 7B-shape (MHA) sequence holds 0.5 MB of bf16 KV per
+  # token, so 32 and 64 sequences of 4096 tokens do not fit beside the weights on one GPU.
+  : > "$log"
+  for dtype in bf16 int8; do
+    for run in "llama2-7b 512 1,8,32,64" "llama2-7b 4096 1,8,16" "llama3-8b 512 1,8,32,64" "llama3-8b 4096 1,8,32,64"; do
+      set -- $run
+      echo "== $1 $dtype context $2 batches $3" | tee -a "$log"
+      "$bench" --shape "$1" --device cuda --dtype "$dtype" --batch "$3" --contexts "$2" 2>&1 |
+        tee -a "$log" | grep -E "^ +[0-9]+ +[0-9]+ |error|copy" | tail -6
+    done
+  done
+  python3 scripts/compare_transformers_batched.py --bench "$bench" --shape llama2-7b --batch 32 --prompt 512 \
+    2>&1 | tee "$out/hf_batched.txt" | tail -4
+}
+
+serve() {
+  local model=/tmp/llama2-7b-random.bin port=8093 log="$out/server.txt"
+  python3 scripts/make_random_llama2c.py --shape 4096,11008,32,32,32,32000 --seq-len 2048 "$model"
+  build-gpu/demo/kuiper_server -m "$model" -t models/tokenizers/llama2/tokenizer.model --device cuda \
+    --dtype bf16 --max-seqs 64 --max-waiting 256 --port "$port" --model-name llama2-7b-random > "$log" 2>&1 &
+  local server=$!
+  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/health" > /dev/null && break; sleep 1; done
+  for clients in 1 64; do
+    python3 scripts/load_server.py --client openai --url "http://127.0.0.1:$port" --model llama2-7b-random \
+      --clients "$clients" --requests 2 --max-tokens 256 --ignore-eos 2>&1 | tee -a "$out/load.txt"
+  done
+  curl -s "http://127.0.0.1:$port/metrics" >> "$log"
+  kill -TERM "$server"; wait "$server"; echo "server exit status: $?"
+}
+
+stage=${1:-tests}
+build
+case "$stage" in
+  tests) tests ;;
+  bench) bench ;;
+  serve) serve ;;
+  *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench or serve)"; exit 2 ;;
+esac

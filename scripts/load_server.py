@@ -10,8 +10,10 @@ stream_options.include_usage, temperature 0 unless told otherwise). Output token
 server's usage counts. Time to first token runs from sending the request to the first chunk
 with text; inter-token latency is the gap between consecutive text chunks divided by the
 tokens they carry (a chunk carries the tokens of one engine step per request, so normally one).
-The client is plain http.client with a line reader, to take as little CPU from the server as
-possible; on a shared machine run it with the server's core count in mind.
+The default client is plain http.client with a line reader, to take as little CPU from the
+server as possible; on a shared machine run it with the server's core count in mind.
+`--client openai` sends the same requests through the official `openai` Python SDK instead
+(what applications use), one SDK client per thread.
 """
 import argparse
 import http.client
@@ -37,6 +39,30 @@ class Client(threading.Thread):
         self.index = index
         self.ttft, self.itl, self.tokens, self.done, self.errors = [], [], 0, 0, []
 
+    def record(self, sent, text_times, completion_tokens):
+        """One finished request: text_times are the arrival times of the chunks that carried text."""
+        if text_times:
+            self.ttft.append(text_times[0] - sent)
+        # Spread each gap over the tokens its chunk carried (usage / chunks, normally 1).
+        per_chunk = completion_tokens / len(text_times) if text_times else 1
+        self.itl += [(b - a) / per_chunk for a, b in zip(text_times, text_times[1:])]
+        self.tokens += completion_tokens
+        self.done += 1
+
+    def one_openai_request(self, client, prompt):
+        extra = {"ignore_eos": True} if self.args.ignore_eos else None
+        sent = time.perf_counter()
+        stream = client.completions.create(model=self.args.model, prompt=prompt, max_tokens=self.args.max_tokens,
+                                           temperature=self.args.temperature, stream=True,
+                                           stream_options={"include_usage": True}, extra_body=extra)
+        text_times, completion_tokens = [], 0
+        for chunk in stream:
+            if chunk.usage:
+                completion_tokens = chunk.usage.completion_tokens
+            if any(c.text for c in chunk.choices):
+                text_times.append(time.perf_counter())
+        self.record(sent, text_times, completion_tokens)
+
     def one_request(self, connection, prompt):
         body = {"model": self.args.model, "prompt": prompt, "max_tokens": self.args.max_tokens,
                 "temperature": self.args.temperature, "stream": True, "stream_options": {"include_usage": True}}
@@ -50,8 +76,7 @@ class Client(threading.Thread):
         response = connection.getresponse()
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}: {response.read()[:200]!r}")
-        last_text_at, text_chunks, completion_tokens = None, 0, 0
-        gaps = []
+        text_times, completion_tokens = [], 0
         while True:
             line = response.readline()
             if not line:
@@ -67,21 +92,25 @@ class Client(threading.Thread):
             if chunk.get("usage"):
                 completion_tokens = chunk["usage"]["completion_tokens"]
             if any(c.get("text") for c in chunk.get("choices", [])):
-                now = time.perf_counter()
-                if last_text_at is None:
-                    self.ttft.append(now - sent)
-                else:
-                    gaps.append(now - last_text_at)
-                last_text_at = now
-                text_chunks += 1
+                text_times.append(time.perf_counter())
         response.read()
-        # Spread each gap over the tokens its chunk carried (usage / chunks, normally 1).
-        per_chunk = completion_tokens / text_chunks if text_chunks else 1
-        self.itl += [g / per_chunk for g in gaps]
-        self.tokens += completion_tokens
-        self.done += 1
+        self.record(sent, text_times, completion_tokens)
+
+    def run_openai(self):
+        import openai
+
+        client = openai.OpenAI(base_url=self.args.url.rstrip("/") + "/v1", api_key=self.args.api_key or "none",
+                               timeout=self.args.timeout, max_retries=0)
+        for r in range(self.args.requests):
+            try:
+                self.one_openai_request(client, self.args.prompts[(self.index + r) % len(self.args.prompts)])
+            except Exception as e:  # counted and reported; the client goes on
+                self.errors.append(str(e))
 
     def run(self):
+        if self.args.client == "openai":
+            self.run_openai()
+            return
         url = urlparse(self.args.url)
         connection = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=self.args.timeout)
         for r in range(self.args.requests):
@@ -99,6 +128,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:8080")
     parser.add_argument("--path", default="/v1/completions")
+    parser.add_argument("--client", choices=["http", "openai"], default="http",
+                        help="plain http.client (least CPU) or the official openai SDK")
     parser.add_argument("--model", default="stories260K")
     parser.add_argument("--api-key", default="")
     parser.add_argument("--clients", type=int, default=8)
@@ -129,7 +160,7 @@ def main():
     ttft = [t for c in clients for t in c.ttft]
     itl = [t for c in clients for t in c.itl]
     errors = [e for c in clients for e in c.errors]
-    print(f"{args.clients} clients x {args.requests} requests, max_tokens {args.max_tokens}: "
+    print(f"{args.client} client, {args.clients} clients x {args.requests} requests, max_tokens {args.max_tokens}: "
           f"{done} done, {len(errors)} failed in {elapsed:.2f} s")
     print(f"requests/s: {done / elapsed:.2f}   output tokens/s: {tokens / elapsed:.1f}   ({tokens} tokens)")
     if ttft:

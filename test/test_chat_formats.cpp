@@ -29,7 +29,7 @@ bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& pr
 void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // A byte-level tokenizer.json with ChatML's special tokens: bytes are ids 0..255 (no merges),
-// <|endoftext|> 256, <|im_start|> 257, <|im_end|> 258.
+// <|endoftext|> 256, <|im_start|> 257, <|im_end|> 258; decoded by ByteLevel, as Qwen's files are.
 std::string write_chatml_tokenizer() {
   json vocab = json::object();
   for (char32_t c = 0; c < 0x200; ++c) {  // the byte-level alphabet lies below U+0200
@@ -50,6 +50,7 @@ std::string write_chatml_tokenizer() {
       {"normalizer", nullptr},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
   const std::string path = test::scratch_dir("chat_formats_chatml") + "/tokenizer.json";
   write_file(path, doc.dump());
