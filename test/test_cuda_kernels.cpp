@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -476,6 +477,9 @@ class CudaAttention : public CudaKernels {
         << " head_dim " << c.head_dim << " capacity " << capacity << " rows " << tokens
         << " last position " << positions.back();
   }
+
+  void check_paged(const std::vector<int32_t>& table_values, int sequences,
+                   const std::vector<int32_t>& row_sequence, const std::vector<int32_t>& positions);
 };
 
 TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
@@ -493,21 +497,23 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
   }
 }
 
-// Rows of three sequences over a pool of shuffled blocks (paged attention), CUDA against the
-// CPU kernel over the same cache values widened to fp32.
-TEST_F(CudaAttention, PagedMatchesCpuForSeveralSequences) {
+// Paged attention: rows of several sequences over a pool of shuffled blocks (table: sequences x
+// blocks, row by row), CUDA against the CPU kernel over the same cache values widened to fp32.
+// head_dim 64 and 128 take the streaming kernel for 16-bit caches, 50 the one-position kernel.
+void CudaAttention::check_paged(const std::vector<int32_t>& table_values, int sequences,
+                                const std::vector<int32_t>& row_sequence, const std::vector<int32_t>& positions) {
   const int block = 16;
-  const std::vector<int32_t> table_values = {7, 2, 9, 4, 0, 3, 1, 8, 5, 6, 11, 10};  // 3 x 4 blocks
-  const std::vector<int32_t> row_sequence = {0, 1, 2, 0, 2, 1}, positions = {0, 17, 63, 40, 5, 33};
+  const int64_t width = static_cast<int64_t>(table_values.size()) / sequences;
   for (DataType dtype : kFloatTypes) {
     for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}, AttentionCase{1, 2, 50}}) {
       const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};
       const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim, q_dim = int64_t{shape.n_heads} * c.head_dim;
-      const int64_t slots = 12 * block, rows = static_cast<int64_t>(positions.size());
+      const int64_t slots = static_cast<int64_t>(table_values.size()) * block;
+      const int64_t rows = static_cast<int64_t>(positions.size());
       Tensor k = test::random_tensor({slots, kv_dim}, rng_), v = test::random_tensor({slots, kv_dim}, rng_);
       const Tensor k_cache = round_to(k, dtype), v_cache = round_to(v, dtype);
       const Tensor q = test::random_tensor({rows, q_dim}, rng_, -2.f, 2.f);
-      Tensor tables = int_tensor(table_values).reshape({3, 4}).value();
+      Tensor tables = int_tensor(table_values).reshape({sequences, width}).value();
       const Tensor row_seq = int_tensor(row_sequence), pos = int_tensor(positions);
       Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {rows, q_dim}).value();
       const op::PagedKv host_paged{&tables, &row_seq, block};
@@ -521,6 +527,19 @@ TEST_F(CudaAttention, PagedMatchesCpuForSeveralSequences) {
       EXPECT_LT(error_vs(download(out), expected), 2e-5) << dtype_name(dtype) << " head_dim " << c.head_dim;
     }
   }
+}
+
+TEST_F(CudaAttention, PagedMatchesCpuForSeveralSequences) {
+  check_paged({7, 2, 9, 4, 0, 3, 1, 8, 5, 6, 11, 10}, 3, {0, 1, 2, 0, 2, 1}, {0, 17, 63, 40, 5, 33});
+}
+
+// Contexts of hundreds of positions: several chunks per warp, chunks that end mid-block and
+// past a row's last position.
+TEST_F(CudaAttention, PagedMatchesCpuOverLongContexts) {
+  std::vector<int32_t> blocks(3 * 50);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng_);
+  check_paged(blocks, 3, {0, 1, 2, 1, 2, 0, 2}, {799, 0, 16, 415, 640, 33, 798});
 }
 
 TEST_F(CudaAttention, DecodeHandlesOddHeadDimAndGroupsBeyondOneBlock) {

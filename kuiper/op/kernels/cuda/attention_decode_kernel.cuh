@@ -20,9 +20,9 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kuiper/op/kernels/cuda/attention_kernels.cuh"
+#include "kuiper/op/kernels/cuda/head_slice.cuh"
 
 namespace kuiper::op::cuda {
 
@@ -34,25 +34,6 @@ inline constexpr int kDecodeAttentionWarps = 4;
 // 128 / 4096 (another H200): 234.4 / 212.3 -> 238.8 / 216.0. Fewer blocks, each looping over
 // several splits: no faster at 128, slower at 4096 (8 splits per head: 228.9 -> 217.7).
 inline constexpr int kDecodeAttentionChunk = 16;
-
-// kDims = head_dim / 32 consecutive elements of one head row, for this lane.
-template <typename T, int kDims>
-struct HeadSlice {
-  static_assert(kDims == 2 || kDims == 4, "head_dim 64 or 128");
-  using Bits = std::conditional_t<kDims == 4, uint2, uint32_t>;
-  Bits bits;
-  __device__ void load(const T* row, int lane) { bits = __ldg(reinterpret_cast<const Bits*>(row) + lane); }
-  __device__ void widen(float (&out)[kDims]) const {
-    if constexpr (kDims == 4) {
-      const float2 a = widen_pair(bits.x, static_cast<const T*>(nullptr));
-      const float2 b = widen_pair(bits.y, static_cast<const T*>(nullptr));
-      out[0] = a.x; out[1] = a.y; out[2] = b.x; out[3] = b.y;
-    } else {
-      const float2 a = widen_pair(bits, static_cast<const T*>(nullptr));
-      out[0] = a.x; out[1] = a.y;
-    }
-  }
-};
 
 // One block per (query head, split). Query heads that share a KV head read the same rows; the
 // second and later reads of a row come from L2.
