@@ -7,8 +7,12 @@
 #                        roofline, and transformers' batched generate on the same shape
 #   gpu_check.sh serve   kuiper_server on a random-weight 7B-shape model, 64 concurrent streams
 #                        through the openai SDK (carry it as wheels, see shared/DEVICE.md)
-# Run from the project root on the device machine, carrying .device-deps. Logs go to $OUT (or
-# ./gpu-check); short results are printed. Later stages reuse build-gpu when the machine is warm.
+# Run from the project root on the device machine, carrying .device-deps (and .whl for serve).
+# Logs go to $OUT (or ./gpu-check); short results are printed. Later stages reuse build-gpu when
+# the machine is warm. The packages the GPU image lacks, bundled here beforehand:
+#   ../shared/device/bundle-deps.sh .device-deps libicu-dev libicu72 libcpp-httplib-dev \
+#       libcpp-httplib0.11 libbrotli-dev libssl-dev zlib1g-dev
+# and the openai SDK with its dependencies as cp312 wheels in .whl (device README).
 set -uo pipefail
 out=${OUT:-gpu-check}
 mkdir -p "$out"
@@ -56,6 +60,9 @@ bench() {
 
 serve() {
   local model=/tmp/llama2-7b-random.bin port=8093 log="$out/server.txt"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl && export PYTHONPATH=/tmp/site || return 1
+  [[ -x build-gpu/demo/kuiper_server ]] || { echo "kuiper_server was not built (see cmake.txt)"; return 1; }
   python3 scripts/make_random_llama2c.py --shape 4096,11008,32,32,32,32000 --seq-len 2048 "$model"
   build-gpu/demo/kuiper_server -m "$model" -t models/tokenizers/llama2/tokenizer.model --device cuda \
     --dtype bf16 --max-seqs 64 --max-waiting 256 --port "$port" --model-name llama2-7b-random > "$log" 2>&1 &

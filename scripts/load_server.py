@@ -24,6 +24,11 @@ import threading
 import time
 from urllib.parse import urlparse
 
+try:
+    import openai
+except ImportError:  # needed for --client openai only
+    openai = None
+
 
 def percentile(values, p):
     if not values:
@@ -97,8 +102,6 @@ class Client(threading.Thread):
         self.record(sent, text_times, completion_tokens)
 
     def run_openai(self):
-        import openai
-
         client = openai.OpenAI(base_url=self.args.url.rstrip("/") + "/v1", api_key=self.args.api_key or "none",
                                timeout=self.args.timeout, max_retries=0)
         for r in range(self.args.requests):
@@ -143,6 +146,8 @@ def main():
     args = parser.parse_args()
     if args.clients < 1 or args.requests < 1 or args.max_tokens < 1:
         parser.error("--clients, --requests and --max-tokens must be >= 1")
+    if args.client == "openai" and openai is None:
+        sys.exit("load_server.py: --client openai needs the openai package (pip install openai)")
     args.prompts = args.prompts or ["Once upon a time", "One day, a little cat", "Lily and Ben went to the park",
                                     "The sun was hot", "Tom had a red ball", "There was a big tree",
                                     "Sue liked to sing", "A small bird flew"]
