@@ -65,6 +65,8 @@ void expect_identical(Checkpoint& a, Checkpoint& b) {
     if (ma[i].weight->is_quantized()) {
       EXPECT_TRUE(same_bytes(ma[i].weight->scales, mb[i].weight->scales));
     }
+    EXPECT_EQ(ma[i].weight->mins.is_empty(), mb[i].weight->mins.is_empty());
+    if (!ma[i].weight->mins.is_empty()) EXPECT_TRUE(same_bytes(ma[i].weight->mins, mb[i].weight->mins));
   }
   auto na = named_norms(a.weights, a.config), nb = named_norms(b.weights, b.config);
   for (size_t i = 0; i < na.size(); ++i) EXPECT_TRUE(same_bytes(*na[i].tensor, *nb[i].tensor)) << na[i].name;
@@ -96,7 +98,9 @@ INSTANTIATE_TEST_SUITE_P(
     EveryStorage, KuiperFormatRoundTrip,
     testing::Values(ExportCase{{DataType::kFP32, 0}, true}, ExportCase{{DataType::kFP16, 0}, false},
                     ExportCase{{DataType::kBF16, 0}, true}, ExportCase{{DataType::kINT8, 64}, true},
-                    ExportCase{{DataType::kINT8, 32}, false}, ExportCase{{DataType::kINT8, 16}, true}));
+                    ExportCase{{DataType::kINT8, 32}, false}, ExportCase{{DataType::kINT8, 16}, true},
+                    ExportCase{{DataType::kINT4, 32}, true}, ExportCase{{DataType::kINT4, 64, Int4Scheme::kWithMin}, false},
+                    ExportCase{{DataType::kINT4, 128}, false}, ExportCase{{DataType::kINT4, 32, Int4Scheme::kWithMin}, true}));
 
 TEST(Llama2cV2RoundTrip, ReadsBackIdentical) {
   LlamaConfig c = unusual_config(false);
@@ -179,7 +183,7 @@ TEST_F(DamagedKuiperFile, UnchangedVariantLoads) {
 }
 
 TEST_F(DamagedKuiperFile, RefusesNewerVersionMissingTensorsWrongShapesBadConfig) {
-  expect_refused(write_variant("v2.kuiper", [](auto&, auto& m) { m["format_version"] = "2"; }), "version 2");
+  expect_refused(write_variant("v3.kuiper", [](auto&, auto& m) { m["format_version"] = "3"; }), "version 3");
   expect_refused(write_variant("missing.kuiper", [](auto& t, auto&) { t.erase(t.begin() + 5); }), "layers.0.wk");
   expect_refused(write_variant("shape.kuiper", [this](auto& t, auto&) { t[2].second = q_.weights.layers[0].wk.values; }),
                  "layers.0.wq.weight");

@@ -43,6 +43,14 @@ std::vector<float> to_host(const Tensor& t);
 // An int8 weight with random values in [-127, 127] and scales in [0.001, 0.02).
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng);
 
+// An int4 weight with random nibbles, scales in [0.001, 0.02) and, when `with_min`, mins in
+// [-0.1, 0.1).
+op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_min, std::mt19937& rng);
+
+// Weight [r, c] of a host int4 weight as the double it stands for, decoded here from the layout
+// op/int4_weight.h describes (not with the library's helpers): an independent reference.
+double int4_dequantized(const op::Weight& w, int64_t r, int64_t c);
+
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);
 double relative_error(const float* a, const double* b, size_t n);
