@@ -49,6 +49,9 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
       ->check(CLI::IsMember({"int8", "int4", "none"}));
   app.add_option("--group-size", flags.group_size, "int8/int4 weights per scale (default: as stored, or int8 64, int4 32)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--int4-scheme", flags.int4_scheme,
+                 "int4 at load: min (scale and minimum per group) or symmetric (default: as stored, or min)")
+      ->check(CLI::IsMember({"symmetric", "min"}));
   app.add_option("-c,--context", flags.context, "context length in tokens (default: the model's maximum, at most 4096)")
       ->check(CLI::Range(1, 1 << 24));
   if (!sampling) return;
@@ -92,7 +95,8 @@ StatusOr<Checkpoint> quantize_if_asked(Checkpoint checkpoint, const ModelFlags& 
   const int group = flags.group_size > 0 ? flags.group_size
                     : same ? stored.group_size
                     : dtype == DataType::kINT8 ? kDefaultInt8GroupSize : kDefaultInt4GroupSize;
-  const Int4Scheme scheme = same && !stored.mins.is_empty() ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric;
+  const bool with_min = !flags.int4_scheme.empty() ? flags.int4_scheme == "min" : !same || !stored.mins.is_empty();
+  const Int4Scheme scheme = with_min ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric;
   return convert_checkpoint(checkpoint, {dtype, group, scheme});
 }
 

@@ -104,7 +104,7 @@ TEST_P(CudaInt4, RefusesMalformedWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Schemes, CudaInt4, testing::Bool());
 
-// stories260K quantized to int4 at load (symmetric, groups of 32): a prompt and 40 forced
+// stories260K quantized to int4 at load (default scheme, groups of 32): a prompt and 40 forced
 // tokens decoded one at a time on CUDA, against the logits of one CPU prefill of the same tokens.
 TEST(CudaInt4Model, DecodeLogitsMatchCpuPrefill) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();

@@ -25,14 +25,14 @@ Checkpoint stories260k() { return load_checkpoint(test::source_path("models/stor
 
 TEST(Int4Export, FileGivesTheLogitsOfQuantizingAtLoad) {
   const Checkpoint fp32 = stories260k();
-  // The model quantizes fp32 weights at load symmetrically in groups of 32 (weight_convert.h).
+  // The model quantizes fp32 weights at load in the default scheme and groups of 32 (weight_convert.h).
   ModelOptions int4;
   int4.weight_dtype = DataType::kINT4;
   auto at_load = LlamaModel::create(fp32.config, fp32.weights, int4).value();
   const Tensor logits = at_load->forward(kPrompt, 0).value();
   const std::vector<float> expected(logits.data<float>(), logits.data<float>() + logits.numel());
 
-  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint q, convert_checkpoint(fp32, {DataType::kINT4, 32}));
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint q, convert_checkpoint(fp32, {DataType::kINT4, 32, kDefaultInt4Scheme}));
   const std::string path = test::scratch_dir("int4_export") + "/stories260K-int4.kuiper";
   KUIPER_ASSERT_OK(save_kuiper(q, path));
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint loaded, load_checkpoint(path));

@@ -141,8 +141,7 @@ TEST(Int4Quantize, ConvertWeightQuantizesAndDequantizes) {
   const Tensor w = test::random_tensor({16, 64}, rng);
   KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight q, convert_weight({w, Tensor(), 0}, DataType::kINT4, cpu_allocator()));
   EXPECT_EQ(q.group_size, kDefaultInt4GroupSize);
-  EXPECT_TRUE(q.mins.is_empty());
-  expect_faithful(w, q, kDefaultInt4GroupSize, Int4Scheme::kSymmetric);
+  expect_faithful(w, q, kDefaultInt4GroupSize, kDefaultInt4Scheme);
   KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight back, convert_weight(q, DataType::kFP32, cpu_allocator()));
   for (int64_t i = 0; i < w.numel(); ++i) {
     EXPECT_NEAR(back.values.data<float>()[i], test::int4_dequantized(q, i / 64, i % 64), 1e-7);

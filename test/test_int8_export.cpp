@@ -99,8 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(ExportCase{{DataType::kFP32, 0}, true}, ExportCase{{DataType::kFP16, 0}, false},
                     ExportCase{{DataType::kBF16, 0}, true}, ExportCase{{DataType::kINT8, 64}, true},
                     ExportCase{{DataType::kINT8, 32}, false}, ExportCase{{DataType::kINT8, 16}, true},
-                    ExportCase{{DataType::kINT4, 32}, true}, ExportCase{{DataType::kINT4, 64, Int4Scheme::kWithMin}, false},
-                    ExportCase{{DataType::kINT4, 128}, false}, ExportCase{{DataType::kINT4, 32, Int4Scheme::kWithMin}, true}));
+                    ExportCase{{DataType::kINT4, 32, Int4Scheme::kSymmetric}, true}, ExportCase{{DataType::kINT4, 64, Int4Scheme::kWithMin}, false},
+                    ExportCase{{DataType::kINT4, 128, Int4Scheme::kSymmetric}, false}, ExportCase{{DataType::kINT4, 32, Int4Scheme::kWithMin}, true}));
 
 TEST(Llama2cV2RoundTrip, ReadsBackIdentical) {
   LlamaConfig c = unusual_config(false);

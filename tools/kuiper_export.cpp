@@ -43,7 +43,7 @@ void install_interrupt_cleanup(const std::string& out_path) {
 }
 
 struct Flags {
-  std::string in, out, in_format = "auto", quant = "int8", dtype, out_format = "kuiper", int4_scheme = "symmetric";
+  std::string in, out, in_format = "auto", quant = "int8", dtype, out_format = "kuiper", int4_scheme = "min";
   int group_size = 0;  // 0: the quantization's default
 };
 
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(checkpoint_format_names()));
   app.add_option("--quant", flags.quant, "int8 (default), int4 or none")->check(CLI::IsMember({"int8", "int4", "none"}));
   app.add_option("--group-size", flags.group_size, "weights per scale (default: int8 64, int4 32)")->check(CLI::PositiveNumber);
-  app.add_option("--int4-scheme", flags.int4_scheme, "int4: symmetric (default; scale per group) or min (scale and minimum per group)")
+  app.add_option("--int4-scheme", flags.int4_scheme, "int4: min (default; scale and minimum per group) or symmetric (scale per group)")
       ->check(CLI::IsMember({"symmetric", "min"}));
   app.add_option("--dtype", flags.dtype, "dtype with --quant none: fp32 (default), fp16, bf16")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));

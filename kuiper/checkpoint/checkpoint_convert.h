@@ -14,7 +14,7 @@ namespace kuiper {
 struct WeightFormat {
   DataType dtype = DataType::kFP32;  // fp32, fp16, bf16, int8 or int4
   int group_size = 64;               // int8/int4 only
-  Int4Scheme int4_scheme = Int4Scheme::kSymmetric;  // int4 only
+  Int4Scheme int4_scheme = kDefaultInt4Scheme;  // int4 only
 };
 
 // Reported after each matrix is converted.

@@ -16,14 +16,14 @@ bool is_float(DataType d) {
 }
 
 // `weight` (host or device) as a host weight of another dtype: float <-> float, float -> int8
-// (groups of kDefaultInt8GroupSize), float -> int4 (symmetric, groups of kDefaultInt4GroupSize)
+// (groups of kDefaultInt8GroupSize), float -> int4 (kDefaultInt4Scheme, groups of kDefaultInt4GroupSize)
 // and int8/int4 -> float.
 StatusOr<op::Weight> change_dtype(const op::Weight& weight, DataType dtype) {
   if (dtype == DataType::kINT8 && is_float(weight.dtype())) {
     return quantize_int8(weight.values, kDefaultInt8GroupSize);
   }
   if (dtype == DataType::kINT4 && is_float(weight.dtype())) {
-    return quantize_int4(weight.values, kDefaultInt4GroupSize, Int4Scheme::kSymmetric);
+    return quantize_int4(weight.values, kDefaultInt4GroupSize, kDefaultInt4Scheme);
   }
   const bool from_quantized = weight.is_quantized() && is_float(dtype);
   if (!from_quantized && (!is_float(weight.dtype()) || !is_float(dtype))) {

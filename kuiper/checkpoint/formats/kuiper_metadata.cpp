@@ -118,7 +118,7 @@ StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& m, const std::strin
       known = true;
     }
   }
-  if (quantization == "int4-min-grouped") h.weights.int4_scheme = Int4Scheme::kWithMin;
+  h.weights.int4_scheme = quantization == "int4-min-grouped" ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric;
   const bool quantized = is_quantized(h.weights.dtype);
   if (!known || quantization != quantization_name(h.weights) || (quantized && h.weights.group_size <= 0) ||
       h.version < kuiper_format_version(h.weights) ||
