@@ -5,8 +5,8 @@
 
 namespace kuiper::op::cpu {
 
-// out[T, rows] = in[T, cols] · dequant(W)ᵀ. Decode: with AVX2, whole groups of a multiple of 32
-// weights per row, the input is quantized to int8 in blocks of 32 (one fp32 scale each, as
+// out[T, rows] = in[T, cols] · dequant(W)ᵀ. Decode: with AVX2, whole groups per row and a group
+// size that is a power of two ≥ 32, the input is quantized to int8 in blocks of 32 (one fp32 scale each, as
 // llama.cpp's Q8_0) and multiplied with the unpacked nibbles as int8 dot products, so each
 // output differs from the exact product of the dequantized weights by at most
 // Σ_i |w_i| · scale_x(i) / 2 (scale_x = max|x| / 127 of the block of x_i); otherwise fp32 dot

@@ -5,9 +5,10 @@
 // once to int8 in blocks of 32, and each block of 32 nibbles becomes one 32-byte vector
 // (mask and shift, no widening) multiplied with it by maddubs (u8 × s8 pairs → s16) and madd
 // (→ s32): four instructions for 32 weights. The nibbles' offset (8, or the min) is applied
-// per block through the sum of the block's quantized inputs. Prefill dequantizes panels for
+// per group through the sum of the group's quantized inputs. Prefill dequantizes panels for
 // BLAS (dequantized_rows.h). docs/performance.md has the measurements.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -78,16 +79,17 @@ constexpr int kBlock = 32;  // inputs per int8 scale; weights per 16-byte load
 // way a 16-byte load of nibbles unpacks: the 16 even-indexed ones (low nibbles) first, then the
 // 16 odd-indexed ones (high nibbles).
 struct QuantizedInput {
-  std::vector<int8_t> q;      // [cols]
-  std::vector<float> scale;   // [cols / 32]: max|x| / 127 of the block
-  std::vector<float> sum;     // [cols / 32]: scale · Σ q, the block's quantized inputs summed
+  std::vector<int8_t> q;          // [cols]
+  std::vector<float> scale;       // [cols / 32]: max|x| / 127 of the block
+  std::vector<float> group_sum;   // [cols / group_size]: Σ x̂ over the weight group's columns
 };
 
-void quantize_input(const float* x, int64_t cols, QuantizedInput& out) {
-  const int64_t blocks = cols / kBlock;
+// Rows are whole groups here, so the groups of every row cover the same columns.
+void quantize_input(const float* x, int64_t cols, int group_size, QuantizedInput& out) {
+  const int64_t blocks = cols / kBlock, blocks_per_group = group_size / kBlock;
   out.q.resize(cols);
   out.scale.resize(blocks);
-  out.sum.resize(blocks);
+  out.group_sum.assign(cols / group_size, 0.f);
   for (int64_t b = 0; b < blocks; ++b) {
     const float* xb = x + b * kBlock;
     float max_abs = 0.f;
@@ -100,38 +102,72 @@ void quantize_input(const float* x, int64_t cols, QuantizedInput& out) {
       q_sum += q;
     }
     out.scale[b] = scale;
-    out.sum[b] = scale * static_cast<float>(q_sum);
+    out.group_sum[b / blocks_per_group] += scale * static_cast<float>(q_sum);
   }
 }
 
-float row_dot_avx2(const Int4Matrix& w, int64_t row, const QuantizedInput& x) {
-  const int64_t blocks_per_row = w.cols / kBlock, blocks_per_group = w.group_size / kBlock;
-  const uint8_t* packed = w.packed + row * w.cols / 2;
-  const int64_t first_group = row * w.cols / w.group_size;
+// One block of 32 weights times its quantized inputs: the 32 products summed to 8 int32 lanes.
+inline __m256i block_dots(const uint8_t* packed, const int8_t* xq) {
   const __m128i low_nibbles = _mm_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 total = _mm256_setzero_ps();
-  float offsets = 0.f;  // Σ over blocks of (the group's min, or −8 · scale) · Σ x̂
-  for (int64_t b = 0; b < blocks_per_row; ++b) {
-    const int64_t g = first_group + b / blocks_per_group;
-    const float scale = w.scales[g];
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + b * kBlock / 2));
-    const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles),
-                                             _mm_and_si128(bytes, low_nibbles));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + b * kBlock));
-    const __m256i dots = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, xq), ones);
-    total = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), _mm256_set1_ps(scale * x.scale[b]), total);
-    offsets += (w.mins ? w.mins[g] : -kInt4SymmetricZero * scale) * x.sum[b];
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles),
+                                           _mm_and_si128(bytes, low_nibbles));
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, x), _mm256_set1_epi16(1));
+}
+
+// The nibbles' offsets, Σ over the row's groups of (min, or −8 · scale) · Σ x̂ of the group: a
+// separate pass, so that the block loop carries no scalar chain from block to block.
+float row_offsets(const Int4Matrix& w, int64_t first_group, const QuantizedInput& x) {
+  const int64_t groups = static_cast<int64_t>(x.group_sum.size());
+  const float* sums = x.group_sum.data();
+  float total = 0.f;
+  if (w.mins) {
+    const float* mins = w.mins + first_group;
+#pragma omp simd reduction(+ : total)
+    for (int64_t g = 0; g < groups; ++g) total += mins[g] * sums[g];
+  } else {
+    const float* scales = w.scales + first_group;
+#pragma omp simd reduction(+ : total)
+    for (int64_t g = 0; g < groups; ++g) total += scales[g] * sums[g];
+    total *= -static_cast<float>(kInt4SymmetricZero);
   }
+  return total;
+}
+
+float row_dot_avx2(const Int4Matrix& w, int64_t row, const QuantizedInput& x) {
+  const int64_t blocks = w.cols / kBlock, groups = w.cols / w.group_size;
+  const int group_shift = std::countr_zero(static_cast<unsigned>(w.group_size / kBlock));
+  const uint8_t* packed = w.packed + row * w.cols / 2;
+  const float* scales = w.scales + row * groups;
+  // sum = Σ_b (scale of b's group · scale of b's inputs) · dots of b, in two sums taking
+  // alternate blocks, so that consecutive FMAs do not wait for each other.
+  const auto term = [&](int64_t b) {
+    const __m256i dots = block_dots(packed + b * kBlock / 2, x.q.data() + b * kBlock);
+    return std::pair{_mm256_cvtepi32_ps(dots), _mm256_set1_ps(scales[b >> group_shift] * x.scale[b])};
+  };
+  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < blocks; b += 2) {
+    const auto [d0, s0] = term(b);
+    const auto [d1, s1] = term(b + 1);
+    even = _mm256_fmadd_ps(d0, s0, even);
+    odd = _mm256_fmadd_ps(d1, s1, odd);
+  }
+  if (b < blocks) {
+    const auto [d, s] = term(b);
+    even = _mm256_fmadd_ps(d, s, even);
+  }
+  const __m256 total = _mm256_add_ps(even, odd);
   __m128 half = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
   half = _mm_add_ps(half, _mm_movehl_ps(half, half));
   half = _mm_add_ss(half, _mm_movehdup_ps(half));
-  return _mm_cvtss_f32(half) + offsets;
+  return _mm_cvtss_f32(half) + row_offsets(w, row * groups, x);
 }
 
 void gemv_avx2(const Int4Matrix& w, const float* x, float* y) {
   QuantizedInput xq;
-  quantize_input(x, w.cols, xq);
+  quantize_input(x, w.cols, w.group_size, xq);
 #pragma omp parallel for schedule(static) if (worth_threads(w.rows * w.cols))
   for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_avx2(w, r, xq);
 }
@@ -141,7 +177,8 @@ void gemv_avx2(const Int4Matrix& w, const float* x, float* y) {
 
 bool int4_gemv_quantizes_input(const Weight& weight) {
 #ifdef __AVX2__
-  return weight.cols() % weight.group_size == 0 && weight.group_size % kBlock == 0;
+  return weight.cols() % weight.group_size == 0 && weight.group_size % kBlock == 0 &&
+         std::has_single_bit(static_cast<unsigned>(weight.group_size));
 #else
   (void)weight;
   return false;
