@@ -83,7 +83,7 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
                                                     ? DataType::kBF16 : stored);
   // The CPU attention kernel reads an fp32 cache. On the GPU a half-precision model keeps a
-  // cache of its own precision and an int8 one a bf16 cache (half the memory traffic); only
+  // cache of its own precision and an int8/int4 one a bf16 cache (half the memory traffic); only
   // fp32 weights keep an fp32 cache, so that the fp32 path stays exact.
   if (device_ == DeviceType::kCPU || weight_dtype_ == DataType::kFP32) {
     kv_dtype_ = DataType::kFP32;
