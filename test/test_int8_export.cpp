@@ -205,27 +205,6 @@ TEST_F(DamagedKuiperFile, RefusesTruncatedFile) {
 
 // ---- quality on the bundled model ---------------------------------------------------------------
 
-// Perplexity over windows of 128 tokens, each starting with BOS.
-double perplexity(const Checkpoint& ckpt, const std::vector<int32_t>& text, int32_t bos) {
-  auto model = LlamaModel::create(ckpt.config, ckpt.weights, {}).value();
-  const int64_t vocab = ckpt.config.vocab_size;
-  double nll = 0;
-  int64_t scored = 0;
-  for (size_t begin = 0; begin < text.size(); begin += 127) {
-    std::vector<int32_t> window = {bos};
-    window.insert(window.end(), text.begin() + begin, text.begin() + std::min(text.size(), begin + 127));
-    const Tensor logits = model->forward_all(window, 0).value();
-    for (size_t i = 0; i + 1 < window.size(); ++i) {
-      const float* row = logits.data<float>() + i * vocab;
-      double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double{row[v]});
-      nll += std::log(sum) - row[window[i + 1]];
-      ++scored;
-    }
-  }
-  return std::exp(nll / scored);
-}
-
 TEST(Stories260KInt8, SmallFileAndPerplexityWithinTwoPercent) {
   const std::string model = test::source_path("models/stories260K/stories260K.bin");
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint fp32, load_checkpoint(model));
@@ -236,13 +215,10 @@ TEST(Stories260KInt8, SmallFileAndPerplexityWithinTwoPercent) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint loaded, load_checkpoint(path));
 
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
-  std::ifstream in(test::source_path("test/data/tinystories_valid_slice.txt"));
-  std::stringstream text;
-  text << in.rdbuf();
-  KUIPER_ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids, tokenizer->encode(text.str(), {.add_bos = false}));
+  const std::vector<int32_t> ids = test::tinystories_slice_tokens(*tokenizer);
   ASSERT_GT(ids.size(), 2000u);
-  const double ppl_fp32 = perplexity(fp32, ids, tokenizer->bos_id());
-  const double ppl_int8 = perplexity(loaded, ids, tokenizer->bos_id());
+  const double ppl_fp32 = test::perplexity(fp32, ids, tokenizer->bos_id());
+  const double ppl_int8 = test::perplexity(loaded, ids, tokenizer->bos_id());
   std::printf("stories260K perplexity on %zu tokens: fp32 %.4f, int8 %.4f\n", ids.size(), ppl_fp32, ppl_int8);
   EXPECT_LT(ppl_fp32, 10.0);  // the model does predict this text
   EXPECT_LT(ppl_int8, ppl_fp32 * 1.02);

@@ -94,6 +94,34 @@ op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt1993
   return w;
 }
 
+double perplexity(const Checkpoint& ckpt, const std::vector<int32_t>& text, int32_t bos) {
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, {}).value();
+  const int64_t vocab = ckpt.config.vocab_size;
+  double nll = 0;
+  int64_t scored = 0;
+  for (size_t begin = 0; begin < text.size(); begin += 127) {
+    std::vector<int32_t> window = {bos};
+    window.insert(window.end(), text.begin() + begin, text.begin() + std::min(text.size(), begin + 127));
+    const Tensor logits = model->forward_all(window, 0).value();
+    for (size_t i = 0; i + 1 < window.size(); ++i) {
+      const float* row = logits.data<float>() + i * vocab;
+      double sum = 0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double{row[v]});
+      nll += std::log(sum) - row[window[i + 1]];
+      ++scored;
+    }
+  }
+  return std::exp(nll / scored);
+}
+
+std::vector<int32_t> tinystories_slice_tokens(const Tokenizer& tokenizer) {
+  std::ifstream in(source_path("test/data/tinystories_valid_slice.txt"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto ids = tokenizer.encode(text, {.add_bos = false});
+  CHECK(ids.ok()) << ids.status().to_string();
+  return std::move(ids).value();
+}
+
 op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_min, std::mt19937& rng) {
   op::Weight w;
   w.values = Tensor::zeros_cpu(DataType::kINT4, {rows, cols / 2}).value();

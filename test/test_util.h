@@ -12,6 +12,7 @@
 #include "kuiper/op/execution_context.h"
 #include "kuiper/op/weight.h"
 #include "kuiper/tensor/tensor.h"
+#include "kuiper/tokenizer/tokenizer.h"
 
 namespace kuiper::test {
 
@@ -54,6 +55,13 @@ double int4_dequantized(const op::Weight& w, int64_t r, int64_t c);
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);
 double relative_error(const float* a, const double* b, size_t n);
+
+// Perplexity of a fresh default (CPU) model of `ckpt` on `text` (token ids without BOS), over
+// windows of 128 tokens each starting with `bos`: for checking what quantization costs.
+double perplexity(const Checkpoint& ckpt, const std::vector<int32_t>& text, int32_t bos);
+
+// test/data/tinystories_valid_slice.txt encoded by `tokenizer` (no BOS).
+std::vector<int32_t> tinystories_slice_tokens(const Tokenizer& tokenizer);
 
 // Unwraps a StatusOr in a test, failing with its message.
 #define KUIPER_ASSERT_OK_AND_ASSIGN(lhs, expr) \
