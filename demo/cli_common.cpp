@@ -5,6 +5,7 @@
 #include <random>
 
 #include "kuiper/checkpoint/checkpoint_convert.h"
+#include "kuiper/model/int4_quantize.h"
 #include "kuiper/model/int8_quantize.h"
 
 namespace kuiper::cli {
@@ -26,10 +27,10 @@ StatusOr<std::string> find_tokenizer(const std::string& model_path) {
 }
 
 StatusOr<DataType> parse_dtype(const std::string& name) {
-  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
+  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8, DataType::kINT4}) {
     if (name == dtype_name(d)) return d;
   }
-  return invalid_argument("unknown dtype '" + name + "' (use fp32, fp16, bf16 or int8)");
+  return invalid_argument("unknown dtype '" + name + "' (use fp32, fp16, bf16, int8 or int4)");
 }
 
 }  // namespace
@@ -40,14 +41,17 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
   app.add_option("--format", flags.format, "checkpoint format (default: recognised from the file)")
       ->check(CLI::IsMember(checkpoint_format_names()));
   app.add_option("--device", flags.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--dtype", flags.dtype, "weight dtype: fp32, fp16, bf16, int8 (default: as stored on cpu, bf16 on cuda)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
+  app.add_option("--dtype", flags.dtype, "weight dtype: fp32, fp16, bf16, int8, int4 (default: as stored on cpu, bf16 on cuda)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8", "int4"}));
   app.add_option_function<std::string>(
-         "--quant", [&flags](const std::string& q) { if (q == "int8") flags.dtype = "int8"; },
-         "int8: same as --dtype int8; none: weights as --dtype says")
-      ->check(CLI::IsMember({"int8", "none"}));
-  app.add_option("--group-size", flags.group_size, "int8 weights per scale (default: as stored, or 64)")
+         "--quant", [&flags](const std::string& q) { if (q != "none") flags.dtype = q; },
+         "int8/int4: same as --dtype int8/int4; none: weights as --dtype says")
+      ->check(CLI::IsMember({"int8", "int4", "none"}));
+  app.add_option("--group-size", flags.group_size, "int8/int4 weights per scale (default: as stored, or int8 64, int4 32)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--int4-scheme", flags.int4_scheme,
+                 "int4 at load: min (scale and minimum per group) or symmetric (default: as stored, or min)")
+      ->check(CLI::IsMember({"symmetric", "min"}));
   app.add_option("-c,--context", flags.context, "context length in tokens (default: the model's maximum, at most 4096)")
       ->check(CLI::Range(1, 1 << 24));
   if (!sampling) return;
@@ -82,13 +86,18 @@ StatusOr<ModelOptions> model_options(const ModelFlags& flags) {
 }
 
 StatusOr<Checkpoint> quantize_if_asked(Checkpoint checkpoint, const ModelFlags& flags) {
-  if (flags.dtype != "int8") return checkpoint;
+  if (flags.dtype != "int8" && flags.dtype != "int4") return checkpoint;
   // Quantized here rather than by the model so that --group-size applies; matrices already
-  // int8 in that group size are kept as stored.
-  const int stored_group = checkpoint.weights.layers.front().wq.group_size;
-  const int group = flags.group_size > 0 ? flags.group_size : stored_group > 0 ? stored_group
-                                                                : kDefaultInt8GroupSize;
-  return convert_checkpoint(checkpoint, {DataType::kINT8, group});
+  // quantized so in that group size (and int4 scheme) are kept as stored.
+  const DataType dtype = flags.dtype == "int8" ? DataType::kINT8 : DataType::kINT4;
+  const op::Weight& stored = checkpoint.weights.layers.front().wq;
+  const bool same = stored.dtype() == dtype;
+  const int group = flags.group_size > 0 ? flags.group_size
+                    : same ? stored.group_size
+                    : dtype == DataType::kINT8 ? kDefaultInt8GroupSize : kDefaultInt4GroupSize;
+  const bool with_min = !flags.int4_scheme.empty() ? flags.int4_scheme == "min" : !same || !stored.mins.is_empty();
+  const Int4Scheme scheme = with_min ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric;
+  return convert_checkpoint(checkpoint, {dtype, group, scheme});
 }
 
 StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags) {

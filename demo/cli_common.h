@@ -22,13 +22,14 @@ struct ModelFlags {
   std::string format = "auto";
   std::string device = "cpu";
   std::string dtype;      // empty = the device's default
-  int group_size = 0;     // int8 weights per scale when quantizing at load; 0 = as stored or 64
+  int group_size = 0;     // int8/int4 weights per scale when quantizing at load; 0 = as stored or the default
+  std::string int4_scheme;  // "symmetric" or "min" when quantizing to int4 at load; empty = as stored or min
   int context = 0;        // 0 = the model's maximum
   SamplerConfig sampler{1.0f, 0.9f, 0, 0};
   std::optional<uint64_t> seed;
 };
 
-// Adds -m/-t/--format/--device/--dtype (alias --quant int8)/--group-size/-c and, when
+// Adds -m/-t/--format/--device/--dtype (alias --quant int8|int4)/--group-size/--int4-scheme/-c and, when
 // `sampling`, --temp/--top-p/--top-k/--min-p/--seed.
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling = true);
 
@@ -56,10 +57,10 @@ SamplingParams sampling_params(const ModelFlags& flags, int max_tokens);
 
 // The model options the flags ask for (device, dtype, context).
 StatusOr<ModelOptions> model_options(const ModelFlags& flags);
-// The checkpoint quantized to int8 when --dtype int8 asks for it (with --group-size).
+// The checkpoint quantized to int8/int4 when --dtype int8/int4 asks for it (with --group-size).
 StatusOr<Checkpoint> quantize_if_asked(Checkpoint checkpoint, const ModelFlags& flags);
 
-// Builds a model from a checkpoint on the device, in the dtype (quantizing to int8 with the
+// Builds a model from a checkpoint on the device, in the dtype (quantizing to int8/int4 with the
 // group size) and with the context the flags ask for.
 StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags);
 

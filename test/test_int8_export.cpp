@@ -65,6 +65,8 @@ void expect_identical(Checkpoint& a, Checkpoint& b) {
     if (ma[i].weight->is_quantized()) {
       EXPECT_TRUE(same_bytes(ma[i].weight->scales, mb[i].weight->scales));
     }
+    EXPECT_EQ(ma[i].weight->mins.is_empty(), mb[i].weight->mins.is_empty());
+    if (!ma[i].weight->mins.is_empty()) EXPECT_TRUE(same_bytes(ma[i].weight->mins, mb[i].weight->mins));
   }
   auto na = named_norms(a.weights, a.config), nb = named_norms(b.weights, b.config);
   for (size_t i = 0; i < na.size(); ++i) EXPECT_TRUE(same_bytes(*na[i].tensor, *nb[i].tensor)) << na[i].name;
@@ -96,7 +98,9 @@ INSTANTIATE_TEST_SUITE_P(
     EveryStorage, KuiperFormatRoundTrip,
     testing::Values(ExportCase{{DataType::kFP32, 0}, true}, ExportCase{{DataType::kFP16, 0}, false},
                     ExportCase{{DataType::kBF16, 0}, true}, ExportCase{{DataType::kINT8, 64}, true},
-                    ExportCase{{DataType::kINT8, 32}, false}, ExportCase{{DataType::kINT8, 16}, true}));
+                    ExportCase{{DataType::kINT8, 32}, false}, ExportCase{{DataType::kINT8, 16}, true},
+                    ExportCase{{DataType::kINT4, 32, Int4Scheme::kSymmetric}, true}, ExportCase{{DataType::kINT4, 64, Int4Scheme::kWithMin}, false},
+                    ExportCase{{DataType::kINT4, 128, Int4Scheme::kSymmetric}, false}, ExportCase{{DataType::kINT4, 32, Int4Scheme::kWithMin}, true}));
 
 TEST(Llama2cV2RoundTrip, ReadsBackIdentical) {
   LlamaConfig c = unusual_config(false);
@@ -179,7 +183,7 @@ TEST_F(DamagedKuiperFile, UnchangedVariantLoads) {
 }
 
 TEST_F(DamagedKuiperFile, RefusesNewerVersionMissingTensorsWrongShapesBadConfig) {
-  expect_refused(write_variant("v2.kuiper", [](auto&, auto& m) { m["format_version"] = "2"; }), "version 2");
+  expect_refused(write_variant("v3.kuiper", [](auto&, auto& m) { m["format_version"] = "3"; }), "version 3");
   expect_refused(write_variant("missing.kuiper", [](auto& t, auto&) { t.erase(t.begin() + 5); }), "layers.0.wk");
   expect_refused(write_variant("shape.kuiper", [this](auto& t, auto&) { t[2].second = q_.weights.layers[0].wk.values; }),
                  "layers.0.wq.weight");
@@ -201,27 +205,6 @@ TEST_F(DamagedKuiperFile, RefusesTruncatedFile) {
 
 // ---- quality on the bundled model ---------------------------------------------------------------
 
-// Perplexity over windows of 128 tokens, each starting with BOS.
-double perplexity(const Checkpoint& ckpt, const std::vector<int32_t>& text, int32_t bos) {
-  auto model = LlamaModel::create(ckpt.config, ckpt.weights, {}).value();
-  const int64_t vocab = ckpt.config.vocab_size;
-  double nll = 0;
-  int64_t scored = 0;
-  for (size_t begin = 0; begin < text.size(); begin += 127) {
-    std::vector<int32_t> window = {bos};
-    window.insert(window.end(), text.begin() + begin, text.begin() + std::min(text.size(), begin + 127));
-    const Tensor logits = model->forward_all(window, 0).value();
-    for (size_t i = 0; i + 1 < window.size(); ++i) {
-      const float* row = logits.data<float>() + i * vocab;
-      double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double{row[v]});
-      nll += std::log(sum) - row[window[i + 1]];
-      ++scored;
-    }
-  }
-  return std::exp(nll / scored);
-}
-
 TEST(Stories260KInt8, SmallFileAndPerplexityWithinTwoPercent) {
   const std::string model = test::source_path("models/stories260K/stories260K.bin");
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint fp32, load_checkpoint(model));
@@ -232,13 +215,10 @@ TEST(Stories260KInt8, SmallFileAndPerplexityWithinTwoPercent) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint loaded, load_checkpoint(path));
 
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
-  std::ifstream in(test::source_path("test/data/tinystories_valid_slice.txt"));
-  std::stringstream text;
-  text << in.rdbuf();
-  KUIPER_ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids, tokenizer->encode(text.str(), {.add_bos = false}));
+  const std::vector<int32_t> ids = test::tinystories_slice_tokens(*tokenizer);
   ASSERT_GT(ids.size(), 2000u);
-  const double ppl_fp32 = perplexity(fp32, ids, tokenizer->bos_id());
-  const double ppl_int8 = perplexity(loaded, ids, tokenizer->bos_id());
+  const double ppl_fp32 = test::perplexity(fp32, ids, tokenizer->bos_id());
+  const double ppl_int8 = test::perplexity(loaded, ids, tokenizer->bos_id());
   std::printf("stories260K perplexity on %zu tokens: fp32 %.4f, int8 %.4f\n", ids.size(), ppl_fp32, ppl_int8);
   EXPECT_LT(ppl_fp32, 10.0);  // the model does predict this text
   EXPECT_LT(ppl_int8, ppl_fp32 * 1.02);

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "kuiper/base/half.h"
+#include "kuiper/model/dequantize.h"
 #include "kuiper/model/int8_quantize.h"
 #include "kuiper/model/weight_convert.h"
 #include "test/test_util.h"

@@ -94,6 +94,57 @@ op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt1993
   return w;
 }
 
+double perplexity(const Checkpoint& ckpt, const std::vector<int32_t>& text, int32_t bos) {
+  auto model = LlamaModel::create(ckpt.config, ckpt.weights, {}).value();
+  const int64_t vocab = ckpt.config.vocab_size;
+  double nll = 0;
+  int64_t scored = 0;
+  for (size_t begin = 0; begin < text.size(); begin += 127) {
+    std::vector<int32_t> window = {bos};
+    window.insert(window.end(), text.begin() + begin, text.begin() + std::min(text.size(), begin + 127));
+    const Tensor logits = model->forward_all(window, 0).value();
+    for (size_t i = 0; i + 1 < window.size(); ++i) {
+      const float* row = logits.data<float>() + i * vocab;
+      double sum = 0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double{row[v]});
+      nll += std::log(sum) - row[window[i + 1]];
+      ++scored;
+    }
+  }
+  return std::exp(nll / scored);
+}
+
+std::vector<int32_t> tinystories_slice_tokens(const Tokenizer& tokenizer) {
+  std::ifstream in(source_path("test/data/tinystories_valid_slice.txt"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto ids = tokenizer.encode(text, {.add_bos = false});
+  CHECK(ids.ok()) << ids.status().to_string();
+  return std::move(ids).value();
+}
+
+op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_min, std::mt19937& rng) {
+  op::Weight w;
+  w.values = Tensor::zeros_cpu(DataType::kINT4, {rows, cols / 2}).value();
+  w.scales = Tensor::zeros_cpu(DataType::kFP32, {rows * cols / group}).value();
+  if (with_min) w.mins = Tensor::zeros_cpu(DataType::kFP32, {rows * cols / group}).value();
+  w.group_size = group;
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> s(0.001f, 0.02f), m(-0.1f, 0.1f);
+  for (int64_t i = 0; i < w.values.numel(); ++i) w.values.data<uint8_t>()[i] = static_cast<uint8_t>(byte(rng));
+  for (int64_t i = 0; i < w.scales.numel(); ++i) w.scales.data<float>()[i] = s(rng);
+  for (int64_t i = 0; with_min && i < w.mins.numel(); ++i) w.mins.data<float>()[i] = m(rng);
+  return w;
+}
+
+double int4_dequantized(const op::Weight& w, int64_t r, int64_t c) {
+  const int64_t flat = r * w.cols() + c, group = flat / w.group_size;
+  const uint8_t byte = w.values.data<uint8_t>()[flat / 2];
+  const int q = flat % 2 == 0 ? byte % 16 : byte / 16;
+  const double scale = w.scales.data<float>()[group];
+  if (w.mins.is_empty()) return scale * (q - 8);
+  return scale * q + w.mins.data<float>()[group];
+}
+
 template <typename Ref>
 static double relative_error_impl(const float* a, const Ref* b, size_t n) {
   double diff = 0, norm = 0;

@@ -12,6 +12,7 @@
 #include "kuiper/op/execution_context.h"
 #include "kuiper/op/weight.h"
 #include "kuiper/tensor/tensor.h"
+#include "kuiper/tokenizer/tokenizer.h"
 
 namespace kuiper::test {
 
@@ -43,9 +44,24 @@ std::vector<float> to_host(const Tensor& t);
 // An int8 weight with random values in [-127, 127] and scales in [0.001, 0.02).
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng);
 
+// An int4 weight with random nibbles, scales in [0.001, 0.02) and, when `with_min`, mins in
+// [-0.1, 0.1).
+op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_min, std::mt19937& rng);
+
+// Weight [r, c] of a host int4 weight as the double it stands for, decoded here from the layout
+// op/int4_weight.h describes (not with the library's helpers): an independent reference.
+double int4_dequantized(const op::Weight& w, int64_t r, int64_t c);
+
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);
 double relative_error(const float* a, const double* b, size_t n);
+
+// Perplexity of a fresh default (CPU) model of `ckpt` on `text` (token ids without BOS), over
+// windows of 128 tokens each starting with `bos`: for checking what quantization costs.
+double perplexity(const Checkpoint& ckpt, const std::vector<int32_t>& text, int32_t bos);
+
+// test/data/tinystories_valid_slice.txt encoded by `tokenizer` (no BOS).
+std::vector<int32_t> tinystories_slice_tokens(const Tokenizer& tokenizer);
 
 // Unwraps a StatusOr in a test, failing with its message.
 #define KUIPER_ASSERT_OK_AND_ASSIGN(lhs, expr) \

@@ -1,5 +1,6 @@
-// kuiper_export: re-store a checkpoint, quantized to int8 or in a float dtype.
+// kuiper_export: re-store a checkpoint, quantized to int8 or int4 or in a float dtype.
 //   kuiper_export model.bin model-int8.kuiper --quant int8            # kuiper format, groups of 64
+//   kuiper_export model.bin model-int4.kuiper --quant int4            # kuiper format v2, groups of 32
 //   kuiper_export model.bin model-q80.bin --quant int8 --out-format llama2c-v2 --group-size 32
 //   kuiper_export hf_model_dir/ model-bf16.kuiper --quant none --dtype bf16
 // Reads every format load_checkpoint reads. The output is written as OUT.partial and renamed
@@ -18,6 +19,8 @@
 #include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/checkpoint/formats/kuiper_format.h"
 #include "kuiper/checkpoint/formats/llama2c_v2_writer.h"
+#include "kuiper/model/int4_quantize.h"
+#include "kuiper/model/int8_quantize.h"
 #include "kuiper/base/partial_file.h"
 
 namespace kuiper {
@@ -40,14 +43,21 @@ void install_interrupt_cleanup(const std::string& out_path) {
 }
 
 struct Flags {
-  std::string in, out, in_format = "auto", quant = "int8", dtype, out_format = "kuiper";
-  int group_size = 64;
+  std::string in, out, in_format = "auto", quant = "int8", dtype, out_format = "kuiper", int4_scheme = "min";
+  int group_size = 0;  // 0: the quantization's default
 };
 
 StatusOr<WeightFormat> weight_format(const Flags& f) {
+  if (f.quant != "none" && !f.dtype.empty()) {
+    return invalid_argument("--dtype chooses an unquantized dtype; it does not go with --quant " + f.quant);
+  }
   if (f.quant == "int8") {
-    if (!f.dtype.empty()) return invalid_argument("--dtype chooses an unquantized dtype; it does not go with --quant int8");
-    return WeightFormat{DataType::kINT8, f.group_size};
+    return WeightFormat{DataType::kINT8, f.group_size > 0 ? f.group_size : kDefaultInt8GroupSize};
+  }
+  if (f.quant == "int4") {
+    if (f.out_format == "llama2c-v2") return invalid_argument("llama2c-v2 files are int8: use --quant int8");
+    return WeightFormat{DataType::kINT4, f.group_size > 0 ? f.group_size : kDefaultInt4GroupSize,
+                        f.int4_scheme == "min" ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric};
   }
   if (f.out_format == "llama2c-v2") return invalid_argument("llama2c-v2 files are int8: use --quant int8");
   for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16}) {
@@ -99,7 +109,7 @@ Status run(const Flags& flags) {
   }
   ProgressReport report;
   KUIPER_ASSIGN_OR_RETURN(Checkpoint out, convert_checkpoint(in, format, std::ref(report)));
-  if (format.dtype == DataType::kINT8) {
+  if (format.dtype == DataType::kINT8 || format.dtype == DataType::kINT4) {
     std::printf("largest quantization error of any group: %.6g (%s)\n", report.worst_error(),
                 report.worst_name().c_str());
   }
@@ -122,14 +132,16 @@ Status run(const Flags& flags) {
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   using namespace kuiper;
-  CLI::App app{"Re-store a checkpoint quantized to int8 or in a float dtype.", "kuiper_export"};
+  CLI::App app{"Re-store a checkpoint quantized to int8 or int4 or in a float dtype.", "kuiper_export"};
   Flags flags;
   app.add_option("IN", flags.in, "checkpoint file or model directory")->required();
   app.add_option("OUT", flags.out, "output file")->required();
   app.add_option("--format", flags.in_format, "input format (default: recognised from the file)")
       ->check(CLI::IsMember(checkpoint_format_names()));
-  app.add_option("--quant", flags.quant, "int8 (default) or none")->check(CLI::IsMember({"int8", "none"}));
-  app.add_option("--group-size", flags.group_size, "int8 weights per scale (default 64)")->check(CLI::PositiveNumber);
+  app.add_option("--quant", flags.quant, "int8 (default), int4 or none")->check(CLI::IsMember({"int8", "int4", "none"}));
+  app.add_option("--group-size", flags.group_size, "weights per scale (default: int8 64, int4 32)")->check(CLI::PositiveNumber);
+  app.add_option("--int4-scheme", flags.int4_scheme, "int4: min (default; scale and minimum per group) or symmetric (scale per group)")
+      ->check(CLI::IsMember({"symmetric", "min"}));
   app.add_option("--dtype", flags.dtype, "dtype with --quant none: fp32 (default), fp16, bf16")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--out-format", flags.out_format, "kuiper (default) or llama2c-v2")

@@ -7,8 +7,10 @@
 
 namespace kuiper {
 
-enum class DataType : uint8_t { kFP32 = 0, kFP16, kBF16, kINT8, kINT32 };
-inline constexpr int kNumDataTypes = 5;
+// kINT4 packs two 4-bit weights in a byte (op/int4_weight.h): an element of a kINT4 tensor is
+// that byte, so its last dimension counts pairs of weights.
+enum class DataType : uint8_t { kFP32 = 0, kFP16, kBF16, kINT8, kINT32, kINT4 };
+inline constexpr int kNumDataTypes = 6;
 
 enum class DeviceType : uint8_t { kCPU = 0, kCUDA };
 
@@ -19,6 +21,7 @@ constexpr size_t dtype_size(DataType t) {
     case DataType::kBF16: return 2;
     case DataType::kINT8: return 1;
     case DataType::kINT32: return 4;
+    case DataType::kINT4: return 1;
   }
   return 0;
 }
@@ -30,6 +33,7 @@ constexpr std::string_view dtype_name(DataType t) {
     case DataType::kBF16: return "bf16";
     case DataType::kINT8: return "int8";
     case DataType::kINT32: return "int32";
+    case DataType::kINT4: return "int4";
   }
   return "?";
 }

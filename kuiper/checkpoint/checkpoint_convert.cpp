@@ -5,14 +5,20 @@
 
 #include "kuiper/checkpoint/checkpoint_tensors.h"
 #include "kuiper/model/int8_quantize.h"
+#include "kuiper/model/dequantize.h"
 #include "kuiper/model/float_convert.h"
 #include "kuiper/model/weight_convert.h"
 
 namespace kuiper {
 namespace {
 
+bool is_quantized(DataType d) { return d == DataType::kINT8 || d == DataType::kINT4; }
+
 bool already_in(const op::Weight& w, const WeightFormat& f) {
-  return w.dtype() == f.dtype && (f.dtype != DataType::kINT8 || w.group_size == f.group_size);
+  if (w.dtype() != f.dtype) return false;
+  if (!is_quantized(f.dtype)) return true;
+  const bool with_min = f.int4_scheme == Int4Scheme::kWithMin;
+  return w.group_size == f.group_size && (f.dtype != DataType::kINT4 || w.mins.is_empty() != with_min);
 }
 
 // The largest |a − b| over two host fp32 tensors of the same shape.
@@ -26,7 +32,7 @@ double max_difference(const Tensor& a, const Tensor& b) {
 
 // The fp32 values a weight stands for.
 StatusOr<Tensor> as_fp32(const op::Weight& w) {
-  if (w.is_quantized()) return dequantize_int8(w);
+  if (w.is_quantized()) return dequantize_weight(w);
   return place_fp32(w.values, cpu_allocator());
 }
 
@@ -36,6 +42,8 @@ StatusOr<std::pair<op::Weight, double>> convert_matrix(const op::Weight& w, cons
   op::Weight converted;
   if (f.dtype == DataType::kINT8) {
     KUIPER_ASSIGN_OR_RETURN(converted, quantize_int8(original, f.group_size));
+  } else if (f.dtype == DataType::kINT4) {
+    KUIPER_ASSIGN_OR_RETURN(converted, quantize_int4(original, f.group_size, f.int4_scheme));
   } else {
     KUIPER_ASSIGN_OR_RETURN(converted, convert_weight(op::Weight{original, Tensor(), 0}, f.dtype, cpu_allocator()));
   }
@@ -47,18 +55,20 @@ StatusOr<std::pair<op::Weight, double>> convert_matrix(const op::Weight& w, cons
 
 std::string weight_format_name(const WeightFormat& format) {
   std::string name(dtype_name(format.dtype));
-  if (format.dtype == DataType::kINT8) name += " (groups of " + std::to_string(format.group_size) + ")";
+  if (format.dtype == DataType::kINT4 && format.int4_scheme == Int4Scheme::kWithMin) name += " with minimum";
+  if (is_quantized(format.dtype)) name += " (groups of " + std::to_string(format.group_size) + ")";
   return name;
 }
 
 StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const WeightFormat& format,
                                         const ProgressFn& progress) {
   const DataType d = format.dtype;
-  if (d != DataType::kFP32 && d != DataType::kFP16 && d != DataType::kBF16 && d != DataType::kINT8) {
-    return invalid_argument("weights can be stored as fp32, fp16, bf16 or int8, not " + std::string(dtype_name(d)));
+  if (d != DataType::kFP32 && d != DataType::kFP16 && d != DataType::kBF16 && !is_quantized(d)) {
+    return invalid_argument("weights can be stored as fp32, fp16, bf16, int8 or int4, not " + std::string(dtype_name(d)));
   }
-  if (d == DataType::kINT8 && format.group_size <= 0) {
-    return invalid_argument("int8 group size must be positive, got " + std::to_string(format.group_size));
+  if (is_quantized(d) && format.group_size <= 0) {
+    return invalid_argument(std::string(dtype_name(d)) + " group size must be positive, got " +
+                            std::to_string(format.group_size));
   }
   Checkpoint out = checkpoint;
   const bool shared = out.config.shared_classifier;

@@ -1,5 +1,5 @@
 // Re-storing every matrix of a checkpoint in another representation — a float dtype, or int8
-// in groups — with per-matrix progress. Norms stay fp32. Used by the export tool and by
+// or int4 in groups — with per-matrix progress. Norms stay fp32. Used by the export tool and by
 // programs that quantize at load with a chosen group size.
 #pragma once
 
@@ -7,12 +7,14 @@
 #include <string>
 
 #include "kuiper/checkpoint/checkpoint.h"
+#include "kuiper/model/int4_quantize.h"
 
 namespace kuiper {
 
 struct WeightFormat {
-  DataType dtype = DataType::kFP32;  // fp32, fp16, bf16 or int8
-  int group_size = 64;               // int8 only
+  DataType dtype = DataType::kFP32;  // fp32, fp16, bf16, int8 or int4
+  int group_size = 64;               // int8/int4 only
+  Int4Scheme int4_scheme = kDefaultInt4Scheme;  // int4 only
 };
 
 // Reported after each matrix is converted.
@@ -25,12 +27,12 @@ struct MatrixProgress {
 using ProgressFn = std::function<void(const MatrixProgress&)>;
 
 // A host checkpoint whose matrices (token embedding included) are all in `format`. Matrices
-// already in that format are shared, not copied; int8 in another group size is requantized
-// from its dequantized values.
+// already in that format are shared, not copied; quantized ones in another dtype, group size or
+// scheme are requantized from their dequantized values.
 StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const WeightFormat& format,
                                         const ProgressFn& progress = nullptr);
 
-// "int8 (groups of 64)" or "bf16".
+// "int8 (groups of 64)", "int4 with minimum (groups of 32)" or "bf16".
 std::string weight_format_name(const WeightFormat& format);
 
 }  // namespace kuiper

@@ -3,29 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kuiper/model/float_convert.h"
+#include "kuiper/model/quantize_common.h"
 
 namespace kuiper {
-namespace {
-
-// A host fp32 copy (or view) of a float tensor, so quantizing works from any float dtype.
-StatusOr<Tensor> host_fp32(const Tensor& t) {
-  if (t.is_empty() || t.ndim() != 2) {
-    return invalid_argument("only 2-d weights are quantized, got " +
-                            (t.is_empty() ? std::string("nothing") : t.describe()));
-  }
-  return place_fp32(t, cpu_allocator());
-}
-
-}  // namespace
 
 StatusOr<op::Weight> quantize_int8(const Tensor& values, int group_size) {
-  KUIPER_ASSIGN_OR_RETURN(Tensor src, host_fp32(values));
-  if (group_size <= 0 || src.numel() % group_size != 0) {
-    return invalid_argument("cannot quantize " + values.describe() + " in groups of " +
-                            std::to_string(group_size) + ": its " + std::to_string(src.numel()) +
-                            " elements are not a whole number of groups");
-  }
+  KUIPER_ASSIGN_OR_RETURN(Tensor src, quantization_source(values, group_size));
   const int64_t groups = src.numel() / group_size;
   KUIPER_ASSIGN_OR_RETURN(Tensor q, Tensor::empty(DataType::kINT8, src.shape(), cpu_allocator()));
   KUIPER_ASSIGN_OR_RETURN(Tensor scales, Tensor::empty(DataType::kFP32, {groups}, cpu_allocator()));
@@ -51,11 +34,7 @@ StatusOr<op::Weight> quantize_int8(const Tensor& values, int group_size) {
 
 StatusOr<Tensor> dequantize_int8(const op::Weight& weight) {
   KUIPER_RETURN_IF_ERROR(op::check_int8_weight(weight));
-  op::Weight host = weight;
-  if (weight.device() != DeviceType::kCPU) {
-    KUIPER_ASSIGN_OR_RETURN(host.values, weight.values.to(cpu_allocator()));
-    KUIPER_ASSIGN_OR_RETURN(host.scales, weight.scales.to(cpu_allocator()));
-  }
+  KUIPER_ASSIGN_OR_RETURN(op::Weight host, weight_on_host(weight));
   KUIPER_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(DataType::kFP32, host.values.shape(), cpu_allocator()));
   const int64_t n = out.numel();
   const int8_t* q = host.values.data<int8_t>();
@@ -64,19 +43,6 @@ StatusOr<Tensor> dequantize_int8(const op::Weight& weight) {
 #pragma omp parallel for schedule(static) if (n > (1 << 20))
   for (int64_t i = 0; i < n; ++i) o[i] = q[i] * s[op::int8_group_of(i, weight.group_size)];
   return out;
-}
-
-StatusOr<double> max_quantization_error(const Tensor& original, const op::Weight& quantized) {
-  KUIPER_ASSIGN_OR_RETURN(Tensor src, host_fp32(original));
-  KUIPER_ASSIGN_OR_RETURN(Tensor back, dequantize_int8(quantized));
-  if (src.shape() != back.shape()) {
-    return invalid_argument("cannot compare " + original.describe() + " with " + quantized.values.describe());
-  }
-  double worst = 0;
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(src.data<float>()[i]) - back.data<float>()[i]));
-  }
-  return worst;
 }
 
 }  // namespace kuiper

@@ -83,7 +83,7 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
                                                     ? DataType::kBF16 : stored);
   // The CPU attention kernel reads an fp32 cache. On the GPU a half-precision model keeps a
-  // cache of its own precision and an int8 one a bf16 cache (half the memory traffic); only
+  // cache of its own precision and an int8/int4 one a bf16 cache (half the memory traffic); only
   // fp32 weights keep an fp32 cache, so that the fp32 path stays exact.
   if (device_ == DeviceType::kCPU || weight_dtype_ == DataType::kFP32) {
     kv_dtype_ = DataType::kFP32;
@@ -200,12 +200,12 @@ op::ScratchPlan LlamaModel::scratch_plan() const {
     // fp32 activations rounded to 16 bits for a prefill GEMM.
     plan[op::ScratchUse::kGemmInput] = static_cast<size_t>(max_batch_) * widest_input * sizeof(uint16_t);
   }
-  if (weight_dtype_ == DataType::kINT8) {
-    // The largest int8 matrix, dequantized to bf16 for a prefill GEMM.
-    int64_t largest = classifier_.weight().values.numel();
+  if (weight_dtype_ == DataType::kINT8 || weight_dtype_ == DataType::kINT4) {
+    // The largest quantized matrix, dequantized to bf16 for a prefill GEMM.
+    int64_t largest = classifier_.weight().numel();
     for (const Layer& l : layers_) {
       for (const op::MatMul* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3, &l.wqkv, &l.w13}) {
-        largest = std::max(largest, m->weight().values.numel());
+        largest = std::max(largest, m->weight().numel());
       }
     }
     plan[op::ScratchUse::kDequantizedWeight] = static_cast<size_t>(largest) * sizeof(uint16_t);
@@ -222,8 +222,10 @@ Status LlamaModel::check_device_memory() const {
   const int64_t layer_elements = dim * q_dim * 2 + dim * kv * 2 + dim * c.hidden_dim * 3;
   const int64_t matrix_elements =
       int64_t{c.n_layers} * layer_elements + int64_t{c.vocab_size} * dim * (c.shared_classifier ? 1 : 2);
-  size_t needed = static_cast<size_t>(matrix_elements) * dtype_size(weight_dtype_);
-  if (weight_dtype_ == DataType::kINT8) {
+  // int4: half a byte a weight (dtype_size counts its bytes of two).
+  size_t needed = static_cast<size_t>(matrix_elements) * dtype_size(weight_dtype_) /
+                  (weight_dtype_ == DataType::kINT4 ? 2 : 1);
+  if (weight_dtype_ == DataType::kINT8 || weight_dtype_ == DataType::kINT4) {
     needed += matrix_elements / 8;  // scales, generous
     // Scratch for the largest matrix dequantized to bf16 (scratch_plan).
     needed += static_cast<size_t>(std::max<int64_t>(layer_elements, int64_t{c.vocab_size} * dim)) * 2;

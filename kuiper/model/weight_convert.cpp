@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "kuiper/model/float_convert.h"
+#include "kuiper/model/int4_quantize.h"
 #include "kuiper/model/int8_quantize.h"
+#include "kuiper/model/dequantize.h"
 
 namespace kuiper {
 namespace {
@@ -14,19 +16,23 @@ bool is_float(DataType d) {
 }
 
 // `weight` (host or device) as a host weight of another dtype: float <-> float, float -> int8
-// (groups of kDefaultInt8GroupSize) and int8 -> float.
+// (groups of kDefaultInt8GroupSize), float -> int4 (kDefaultInt4Scheme, groups of kDefaultInt4GroupSize)
+// and int8/int4 -> float.
 StatusOr<op::Weight> change_dtype(const op::Weight& weight, DataType dtype) {
   if (dtype == DataType::kINT8 && is_float(weight.dtype())) {
     return quantize_int8(weight.values, kDefaultInt8GroupSize);
   }
-  const bool from_int8 = weight.is_quantized() && is_float(dtype);
-  if (!from_int8 && (!is_float(weight.dtype()) || !is_float(dtype))) {
+  if (dtype == DataType::kINT4 && is_float(weight.dtype())) {
+    return quantize_int4(weight.values, kDefaultInt4GroupSize, kDefaultInt4Scheme);
+  }
+  const bool from_quantized = weight.is_quantized() && is_float(dtype);
+  if (!from_quantized && (!is_float(weight.dtype()) || !is_float(dtype))) {
     return unsupported("cannot convert " + weight.values.describe() + " weights to " +
                        std::string(dtype_name(dtype)));
   }
   Tensor source = weight.values;
-  if (from_int8) {
-    KUIPER_ASSIGN_OR_RETURN(source, dequantize_int8(weight));
+  if (from_quantized) {
+    KUIPER_ASSIGN_OR_RETURN(source, dequantize_weight(weight));
   }
   KUIPER_ASSIGN_OR_RETURN(Tensor values, convert_float_on_host(source, dtype));
   return op::Weight{std::move(values), Tensor(), 0};
@@ -41,8 +47,10 @@ StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Al
   }
   if (out.values.device() != allocator.device()) {
     KUIPER_ASSIGN_OR_RETURN(out.values, out.values.to(allocator));
-    if (!out.scales.is_empty()) {
-      KUIPER_ASSIGN_OR_RETURN(out.scales, out.scales.to(allocator));
+    for (Tensor* per_group : {&out.scales, &out.mins}) {
+      if (!per_group->is_empty()) {
+        KUIPER_ASSIGN_OR_RETURN(*per_group, per_group->to(allocator));
+      }
     }
   }
   return out;
@@ -61,18 +69,20 @@ StatusOr<op::Weight> stack_rows(std::span<const op::Weight> parts, DataType dtyp
     host.push_back(std::move(converted));
   }
   const int64_t cols = host[0].cols();
-  op::Weight stacked{Tensor(), Tensor(), host[0].group_size};
-  KUIPER_ASSIGN_OR_RETURN(stacked.values, Tensor::empty(dtype, {rows, cols}, cpu_allocator()));
-  if (!host[0].scales.is_empty()) {
-    KUIPER_ASSIGN_OR_RETURN(stacked.scales, Tensor::empty(DataType::kFP32, {rows * cols / stacked.group_size}, cpu_allocator()));
+  op::Weight stacked{Tensor(), Tensor(), host[0].group_size, Tensor()};
+  KUIPER_ASSIGN_OR_RETURN(stacked.values, Tensor::empty(dtype, {rows, host[0].values.dim(1)}, cpu_allocator()));
+  // Values, scales and mins are each the parts' ones one after another.
+  for (Tensor op::Weight::*member : {&op::Weight::scales, &op::Weight::mins}) {
+    if ((host[0].*member).is_empty()) continue;
+    KUIPER_ASSIGN_OR_RETURN(stacked.*member, Tensor::empty(DataType::kFP32, {rows * cols / stacked.group_size}, cpu_allocator()));
   }
-  size_t value_offset = 0, scale_offset = 0;
-  for (const op::Weight& part : host) {
-    std::memcpy(static_cast<uint8_t*>(stacked.values.raw_data()) + value_offset, part.values.raw_data(), part.values.nbytes());
-    value_offset += part.values.nbytes();
-    if (!part.scales.is_empty()) {
-      std::memcpy(static_cast<uint8_t*>(stacked.scales.raw_data()) + scale_offset, part.scales.raw_data(), part.scales.nbytes());
-      scale_offset += part.scales.nbytes();
+  for (Tensor op::Weight::*member : {&op::Weight::values, &op::Weight::scales, &op::Weight::mins}) {
+    size_t offset = 0;
+    for (const op::Weight& part : host) {
+      const Tensor& from = part.*member;
+      if (from.is_empty()) continue;
+      std::memcpy(static_cast<uint8_t*>((stacked.*member).raw_data()) + offset, from.raw_data(), from.nbytes());
+      offset += from.nbytes();
     }
   }
   return convert_weight(stacked, dtype, allocator);

@@ -10,7 +10,8 @@
 namespace kuiper {
 
 // A weight in `dtype` on the allocator's device. Float dtypes convert with round-to-nearest;
-// int8 quantizes in groups of kDefaultInt8GroupSize (int8_quantize.h) and dequantizes back.
+// int8 quantizes in groups of kDefaultInt8GroupSize (int8_quantize.h), int4 in the default scheme
+// and groups of kDefaultInt4GroupSize (int4_quantize.h), and both dequantize back.
 StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Allocator& allocator);
 
 // One weight holding `parts` stacked row after row, in `dtype` on the allocator's device (the

@@ -15,11 +15,11 @@
 namespace kuiper::op {
 
 // What a kernel borrows scratch memory for. Each use has its own region, because one kernel
-// can hold two at once (the int8 prefill GEMM reads its dequantized weights and its rounded
+// can hold two at once (the int8/int4 prefill GEMM reads its dequantized weights and its rounded
 // inputs together).
 enum class ScratchUse {
   kGemmInput,          // CUDA: fp32 activations rounded to a 16-bit weight type for the GEMM
-  kDequantizedWeight,  // CUDA: an int8 matrix dequantized to bf16 for the prefill GEMM
+  kDequantizedWeight,  // CUDA: an int8/int4 matrix dequantized to bf16 for the prefill GEMM
   kAttentionPartials,  // CUDA: split-cache decode attention's partial outputs, maxima and sums
   kCount,
 };

@@ -1,13 +1,10 @@
-// The int8 weight contract shared by quantizer, loaders and kernels. Groups are runs of
-// `group_size` consecutive weights in row-major order: scale g covers flat elements
-// [g * group_size, (g + 1) * group_size). When cols is a multiple of group_size (the usual
-// case) every group lies inside one row; otherwise a group runs on into the next row, exactly
-// as llama2.c's and KuiperLLama's exporters group a flattened matrix.
+// The int8 weight contract shared by quantizer, loaders and kernels: one int8 per weight, one
+// fp32 scale per group (grouping: weight_groups.h); a weight is q · scale.
 #pragma once
 
 #include <cstdint>
 
-#include "kuiper/op/weight.h"
+#include "kuiper/op/weight_groups.h"
 
 namespace kuiper::op {
 
@@ -16,6 +13,6 @@ namespace kuiper::op {
 Status check_int8_weight(const Weight& weight);
 
 // Index of the scale of flat element `index`.
-inline int64_t int8_group_of(int64_t index, int group_size) { return index / group_size; }
+inline int64_t int8_group_of(int64_t index, int group_size) { return weight_group_of(index, group_size); }
 
 }  // namespace kuiper::op

@@ -29,7 +29,7 @@ struct AttentionShape {
   int head_dim = 0;
 };
 
-// out[t, :] = table[tokens[t], :] (dequantized when the table is int8). tokens: int32 [T].
+// out[t, :] = table[tokens[t], :] (dequantized when the table is int8 or int4). tokens: int32 [T].
 using EmbeddingKernel = Status (*)(const Tensor& tokens, const Weight& table, Tensor& out,
                                    const ExecutionContext& ctx);
 

@@ -1,6 +1,7 @@
-// A matrix a layer multiplies by: fp32/fp16/bf16 values, or int8 values with one fp32 scale per
-// group of `group_size` consecutive weights along the input dimension (symmetric, scale =
-// max|w| / 127). The same struct carries every dtype, so layers never care which one they hold.
+// A matrix a layer multiplies by: fp32/fp16/bf16 values, or quantized values with one fp32 scale
+// per group of `group_size` consecutive weights along the input dimension: int8 (symmetric,
+// op/int8_weight.h) or int4 (two weights a byte, symmetric or with a per-group minimum,
+// op/int4_weight.h). The same struct carries every dtype, so layers never care which one they hold.
 #pragma once
 
 #include <cstdint>
@@ -10,24 +11,32 @@
 namespace kuiper::op {
 
 struct Weight {
-  Tensor values;       // [rows, cols]: rows = output features, cols = input features
-  Tensor scales;       // int8 only: fp32 [rows * cols / group_size]; empty otherwise
-  int group_size = 0;  // int8 only
+  Tensor values;       // [rows, cols]; int4: [rows, cols / 2] bytes of two weights
+  Tensor scales;       // int8/int4 only: fp32 [rows * cols / group_size]; empty otherwise
+  int group_size = 0;  // int8/int4 only
+  Tensor mins{};       // int4 with a per-group minimum only: fp32, one per group; empty otherwise
 
   DataType dtype() const { return values.dtype(); }
   DeviceType device() const { return values.device(); }
   int64_t rows() const { return values.dim(0); }
-  int64_t cols() const { return values.dim(1); }
-  bool is_quantized() const { return values.dtype() == DataType::kINT8; }
-  size_t nbytes() const { return values.nbytes() + (scales.is_empty() ? 0 : scales.nbytes()); }
+  int64_t cols() const { return values.dim(1) * (values.dtype() == DataType::kINT4 ? 2 : 1); }
+  // Weights it stands for (rows · cols), whatever the bytes per weight.
+  int64_t numel() const { return rows() * cols(); }
+  bool is_quantized() const { return dtype() == DataType::kINT8 || dtype() == DataType::kINT4; }
+  size_t nbytes() const {
+    return values.nbytes() + (scales.is_empty() ? 0 : scales.nbytes()) + (mins.is_empty() ? 0 : mins.nbytes());
+  }
 
   // Rows [begin, end) as a weight sharing this one's memory.
   StatusOr<Weight> slice_rows(int64_t begin, int64_t end) const {
-    Weight part{Tensor(), Tensor(), group_size};
+    Weight part{Tensor(), Tensor(), group_size, Tensor()};
     KUIPER_ASSIGN_OR_RETURN(part.values, values.slice(begin, end));
+    const int64_t per_row = group_size > 0 ? cols() / group_size : 0;
     if (!scales.is_empty()) {
-      const int64_t per_row = cols() / group_size;
       KUIPER_ASSIGN_OR_RETURN(part.scales, scales.slice(begin * per_row, end * per_row));
+    }
+    if (!mins.is_empty()) {
+      KUIPER_ASSIGN_OR_RETURN(part.mins, mins.slice(begin * per_row, end * per_row));
     }
     return part;
   }

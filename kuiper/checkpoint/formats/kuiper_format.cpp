@@ -6,6 +6,7 @@
 #include "kuiper/checkpoint/checkpoint_tensors.h"
 #include "kuiper/checkpoint/formats/kuiper_metadata.h"
 #include "kuiper/checkpoint/formats/safetensors.h"
+#include "kuiper/op/int4_weight.h"
 #include "kuiper/op/int8_weight.h"
 
 namespace kuiper {
@@ -31,25 +32,43 @@ StatusOr<Tensor> expect_tensor(const SafetensorsFile& file, const std::string& n
   return t;
 }
 
+// Tensors a matrix stored as `f` has in the file: values, then scales and mins where it has them.
+size_t tensors_per_matrix(const WeightFormat& f) {
+  if (f.dtype == DataType::kINT4) return f.int4_scheme == Int4Scheme::kWithMin ? 3 : 2;
+  return f.dtype == DataType::kINT8 ? 2 : 1;
+}
+
 StatusOr<op::Weight> read_matrix(const SafetensorsFile& file, const MatrixSpec& spec, const WeightFormat& f) {
   op::Weight w;
-  KUIPER_ASSIGN_OR_RETURN(w.values, expect_tensor(file, spec.name + ".weight", f.dtype, {spec.rows, spec.cols}));
-  if (f.dtype != DataType::kINT8) return w;
+  const bool int4 = f.dtype == DataType::kINT4;
+  if (int4 && spec.cols % 2 != 0) {
+    return invalid_format(file.path() + ": " + spec.name + " has an odd number of columns, which int4 cannot pack");
+  }
+  KUIPER_ASSIGN_OR_RETURN(w.values, expect_tensor(file, spec.name + ".weight", f.dtype,
+                                                  {spec.rows, int4 ? spec.cols / 2 : spec.cols}));
+  if (f.dtype != DataType::kINT8 && !int4) return w;
   w.group_size = f.group_size;
   if (spec.rows * spec.cols % f.group_size != 0) {
     return invalid_format(file.path() + ": " + spec.name + " is not a whole number of groups of " +
                           std::to_string(f.group_size));
   }
-  KUIPER_ASSIGN_OR_RETURN(w.scales, expect_tensor(file, spec.name + ".scales", DataType::kFP32,
-                                                  {spec.rows * spec.cols / f.group_size}));
-  KUIPER_RETURN_IF_ERROR(op::check_int8_weight(w));
+  const Shape groups{spec.rows * spec.cols / f.group_size};
+  KUIPER_ASSIGN_OR_RETURN(w.scales, expect_tensor(file, spec.name + ".scales", DataType::kFP32, groups));
+  if (!int4) {
+    KUIPER_RETURN_IF_ERROR(op::check_int8_weight(w));
+    return w;
+  }
+  if (f.int4_scheme == Int4Scheme::kWithMin) {
+    KUIPER_ASSIGN_OR_RETURN(w.mins, expect_tensor(file, spec.name + ".mins", DataType::kFP32, groups));
+  }
+  KUIPER_RETURN_IF_ERROR(op::check_int4_weight(w));
   return w;
 }
 
 StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
   KUIPER_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(mapped->path()));
   KUIPER_ASSIGN_OR_RETURN(KuiperHeader h, parse_kuiper_metadata(file.metadata(), file.path()));
-  Checkpoint ckpt{h.config, {}, "kuiper v" + std::to_string(kKuiperFormatVersion) + " (" +
+  Checkpoint ckpt{h.config, {}, "kuiper v" + std::to_string(h.version) + " (" +
                                     weight_format_name(h.weights) + ")", file.path(), {}};
   LlamaWeights& w = ckpt.weights;
   w.layers.resize(h.config.n_layers);
@@ -62,7 +81,7 @@ StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
   for (const NamedVector& norm : named_norms(w, h.config)) {
     KUIPER_ASSIGN_OR_RETURN(*norm.tensor, expect_tensor(file, norm.name + ".weight", DataType::kFP32, {norm.length}));
   }
-  const size_t expected_tensors = specs.size() * (h.weights.dtype == DataType::kINT8 ? 2 : 1) + named_norms(w, h.config).size();
+  const size_t expected_tensors = specs.size() * tensors_per_matrix(h.weights) + named_norms(w, h.config).size();
   if (file.names().size() != expected_tensors) {
     return invalid_format(file.path() + ": holds " + std::to_string(file.names().size()) +
                           " tensors, a kuiper checkpoint of " + h.config.summary() + " has " +
@@ -75,9 +94,12 @@ StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
 StatusOr<WeightFormat> common_storage(Checkpoint& ckpt) {
   std::optional<WeightFormat> common;
   for (const NamedMatrix& m : named_matrices(ckpt.weights, ckpt.config.shared_classifier)) {
-    const WeightFormat f{m.weight->dtype(), m.weight->is_quantized() ? m.weight->group_size : 0};
+    const WeightFormat f{m.weight->dtype(), m.weight->is_quantized() ? m.weight->group_size : 0,
+                         m.weight->mins.is_empty() ? Int4Scheme::kSymmetric : Int4Scheme::kWithMin};
     if (f.dtype == DataType::kINT8) KUIPER_RETURN_IF_ERROR(op::check_int8_weight(*m.weight));
-    if (common && (common->dtype != f.dtype || common->group_size != f.group_size)) {
+    if (f.dtype == DataType::kINT4) KUIPER_RETURN_IF_ERROR(op::check_int4_weight(*m.weight));
+    if (common && (common->dtype != f.dtype || common->group_size != f.group_size ||
+                   common->int4_scheme != f.int4_scheme)) {
       return invalid_argument("kuiper files store every matrix alike, but " + m.name + " is " +
                               weight_format_name(f) + " and others " + weight_format_name(*common) +
                               " (convert the checkpoint first)");
@@ -103,6 +125,7 @@ Status save_kuiper(const Checkpoint& checkpoint, const std::string& path) {
   for (const NamedMatrix& m : named_matrices(ckpt.weights, ckpt.config.shared_classifier)) {
     KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".weight", m.weight->values));
     if (m.weight->is_quantized()) KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".scales", m.weight->scales));
+    if (!m.weight->mins.is_empty()) KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".mins", m.weight->mins));
   }
   for (const NamedVector& norm : named_norms(ckpt.weights, ckpt.config)) {
     if (norm.tensor->dtype() != DataType::kFP32) {

@@ -60,24 +60,40 @@ StatusOr<std::string> required(const Metadata& m, const std::string& key, const 
   return it->second;
 }
 
+bool is_quantized(DataType d) { return d == DataType::kINT8 || d == DataType::kINT4; }
+
+std::string quantization_name(const WeightFormat& weights) {
+  switch (weights.dtype) {
+    case DataType::kINT8: return "int8-symmetric-grouped";
+    case DataType::kINT4:
+      return weights.int4_scheme == Int4Scheme::kWithMin ? "int4-min-grouped" : "int4-symmetric-grouped";
+    default: return "none";
+  }
+}
+
 }  // namespace
 
+int kuiper_format_version(const WeightFormat& weights) { return weights.dtype == DataType::kINT4 ? 2 : 1; }
+
 Metadata kuiper_metadata(const LlamaConfig& config, const WeightFormat& weights) {
-  const bool int8 = weights.dtype == DataType::kINT8;
   return {{"format", kKuiperFormatName},
-          {"format_version", std::to_string(kKuiperFormatVersion)},
+          {"format_version", std::to_string(kuiper_format_version(weights))},
           {"config", config_to_json(config).dump()},
           {"weights", std::string(dtype_name(weights.dtype))},
-          {"quantization", int8 ? "int8-symmetric-grouped" : "none"},
-          {"group_size", std::to_string(int8 ? weights.group_size : 0)}};
+          {"quantization", quantization_name(weights)},
+          {"group_size", std::to_string(is_quantized(weights.dtype) ? weights.group_size : 0)}};
 }
 
 StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& m, const std::string& source) {
   KUIPER_ASSIGN_OR_RETURN(std::string format, required(m, "format", source));
   KUIPER_ASSIGN_OR_RETURN(std::string version, required(m, "format_version", source));
   if (format != kKuiperFormatName) return invalid_format(source + ": format is \"" + format + "\", not kuiper");
-  if (version != std::to_string(kKuiperFormatVersion)) {
-    return unsupported(source + ": kuiper format version " + version + "; this build reads version " +
+  KuiperHeader h;
+  for (int known = 1; known <= kKuiperFormatVersion; ++known) {
+    if (version == std::to_string(known)) h.version = known;
+  }
+  if (h.version == 0) {
+    return unsupported(source + ": kuiper format version " + version + "; this build reads versions 1 to " +
                        std::to_string(kKuiperFormatVersion));
   }
   KUIPER_ASSIGN_OR_RETURN(std::string config_text, required(m, "config", source));
@@ -85,7 +101,6 @@ StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& m, const std::strin
   KUIPER_ASSIGN_OR_RETURN(std::string quantization, required(m, "quantization", source));
   KUIPER_ASSIGN_OR_RETURN(std::string group_size, required(m, "group_size", source));
 
-  KuiperHeader h;
   const json j = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
   try {
     if (j.is_discarded()) throw std::invalid_argument("not JSON");
@@ -97,16 +112,19 @@ StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& m, const std::strin
   Status valid = h.config.validate();
   if (!valid.ok()) return Status(valid.code(), source + ": " + valid.message());
   bool known = false;
-  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
+  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8, DataType::kINT4}) {
     if (weights == dtype_name(d)) {
       h.weights.dtype = d;
       known = true;
     }
   }
-  const bool int8 = h.weights.dtype == DataType::kINT8;
-  if (!known || quantization != (int8 ? "int8-symmetric-grouped" : "none") || (int8 && h.weights.group_size <= 0)) {
+  h.weights.int4_scheme = quantization == "int4-min-grouped" ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric;
+  const bool quantized = is_quantized(h.weights.dtype);
+  if (!known || quantization != quantization_name(h.weights) || (quantized && h.weights.group_size <= 0) ||
+      h.version < kuiper_format_version(h.weights) ||
+      (h.weights.dtype == DataType::kINT4 && h.weights.group_size % 2 != 0)) {
     return invalid_format(source + ": unsupported weight storage \"" + weights + "\" / quantization \"" +
-                          quantization + "\" / group size " + group_size);
+                          quantization + "\" / group size " + group_size + " in format version " + version);
   }
   return h;
 }

@@ -1,12 +1,16 @@
 // The metadata that makes a safetensors file a kuiper checkpoint, shared by its reader and
 // writer. Keys of the safetensors "__metadata__" map (all values are strings there):
-//   "format": "kuiper", "format_version": "1"
+//   "format": "kuiper", "format_version": "1", or "2" for int4 weights (so that a build that
+//             reads only version 1 refuses an int4 file instead of misreading it)
 //   "config": JSON of every LlamaConfig field (dims, rope_theta, rope_scaling, norm_eps,
 //             shared_classifier, bos_id, eos_ids)
-//   "weights": "fp32" | "fp16" | "bf16" | "int8" — how every matrix is stored
-//   "quantization": "none" | "int8-symmetric-grouped" (scale = max|w|/127 per group)
-//   "group_size": int8 group size, "0" otherwise
-// Tensors: "<matrix>.weight" (+ "<matrix>.scales" for int8) for the names of
+//   "weights": "fp32" | "fp16" | "bf16" | "int8" | "int4" — how every matrix is stored
+//   "quantization": "none" | "int8-symmetric-grouped" (scale = max|w|/127 per group) |
+//                   "int4-symmetric-grouped" (scale = max|w|/7) | "int4-min-grouped" (scale and
+//                   min per group; both op/int4_weight.h)
+//   "group_size": int8/int4 group size, "0" otherwise
+// Tensors: "<matrix>.weight" (int4: U8 [rows, cols / 2], two weights a byte) + "<matrix>.scales"
+// (F32, quantized only) + "<matrix>.mins" (F32, int4-min-grouped only) for the names of
 // checkpoint_tensors.h, "<norm>.weight" (fp32) for the norms.
 #pragma once
 
@@ -19,7 +23,11 @@
 namespace kuiper {
 
 inline constexpr const char* kKuiperFormatName = "kuiper";
-inline constexpr int kKuiperFormatVersion = 1;
+// The newest version this build reads and writes; it also reads every earlier one.
+inline constexpr int kKuiperFormatVersion = 2;
+
+// The version a file of matrices stored as `weights` is written in: the oldest that holds them.
+int kuiper_format_version(const WeightFormat& weights);
 
 using Metadata = std::map<std::string, std::string>;
 
@@ -28,6 +36,7 @@ Metadata kuiper_metadata(const LlamaConfig& config, const WeightFormat& weights)
 
 // The config and weight format recorded in `metadata`; `source` names the file in errors.
 struct KuiperHeader {
+  int version = 0;
   LlamaConfig config;
   WeightFormat weights;
 };

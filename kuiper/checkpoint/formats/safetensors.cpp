@@ -25,12 +25,13 @@ struct DtypeInfo {
   std::optional<DataType> kuiper_type;  // none: laid out and checked, but not computed with
 };
 
-// Every fixed-width dtype of the safetensors format.
+// Every fixed-width dtype of the safetensors format. U8 holds kuiper's int4 weights, two to a
+// byte (op/int4_weight.h); the safetensors format has no 4-bit type.
 constexpr DtypeInfo kDtypes[] = {
     {"F32", 4, DataType::kFP32},  {"F16", 2, DataType::kFP16}, {"BF16", 2, DataType::kBF16},
     {"I8", 1, DataType::kINT8},   {"I32", 4, DataType::kINT32}, {"F64", 8, std::nullopt},
     {"I64", 8, std::nullopt},     {"U64", 8, std::nullopt},     {"U32", 4, std::nullopt},
-    {"I16", 2, std::nullopt},     {"U16", 2, std::nullopt},     {"U8", 1, std::nullopt},
+    {"I16", 2, std::nullopt},     {"U16", 2, std::nullopt},     {"U8", 1, DataType::kINT4},
     {"BOOL", 1, std::nullopt},    {"F8_E4M3", 1, std::nullopt}, {"F8_E5M2", 1, std::nullopt},
 };
 
@@ -213,7 +214,7 @@ StatusOr<Tensor> SafetensorsFile::tensor(const std::string& name) const {
   const std::optional<DataType> dtype = dtype_from_safetensors(e->dtype_name);
   if (!dtype) {
     return unsupported(path() + ": tensor " + in_quotes(name) + " has dtype " + e->dtype_name +
-                       ", which kuiper does not compute with (F32, F16, BF16, I8, I32)");
+                       ", which kuiper does not compute with (F32, F16, BF16, I8, I32, U8)");
   }
   // The mapping starts page-aligned, so the file offset decides the address alignment.
   if (e->offset % dtype_size(*dtype) == 0) return Tensor::view(mapping_, e->offset, *dtype, e->shape);

@@ -28,7 +28,8 @@ namespace kuiper {
 // Headers larger than this are refused: real ones are kilobytes to a few megabytes.
 inline constexpr size_t kMaxSafetensorsHeaderBytes = 100u << 20;
 
-// Safetensors dtype names of the types kuiper computes with: F32, F16, BF16, I8, I32.
+// Safetensors dtype names of the types kuiper computes with: F32, F16, BF16, I8, I32, and U8 for
+// packed int4.
 std::optional<DataType> dtype_from_safetensors(std::string_view name);
 std::string_view safetensors_dtype_name(DataType dtype);
 

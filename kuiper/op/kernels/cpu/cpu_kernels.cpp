@@ -1,6 +1,7 @@
 // The CPU kernel table: every CPU kernel is named here and nowhere else.
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
 #include "kuiper/op/kernels/cpu/cpu_threads.h"
+#include "kuiper/op/kernels/cpu/int4_cpu_kernels.h"
 #include "kuiper/op/kernels/cpu/int8_cpu_kernels.h"
 
 namespace kuiper::op {
@@ -14,10 +15,12 @@ KernelTable make_cpu_table() {
   t.embedding[at(DataType::kFP16)] = cpu::embedding_half;
   t.embedding[at(DataType::kBF16)] = cpu::embedding_half;
   t.embedding[at(DataType::kINT8)] = cpu::embedding_int8;
+  t.embedding[at(DataType::kINT4)] = cpu::embedding_int4;
   t.matmul[at(DataType::kFP32)] = cpu::matmul_fp32;
   t.matmul[at(DataType::kFP16)] = cpu::matmul_half;
   t.matmul[at(DataType::kBF16)] = cpu::matmul_half;
   t.matmul[at(DataType::kINT8)] = cpu::matmul_int8;
+  t.matmul[at(DataType::kINT4)] = cpu::matmul_int4;
   t.rmsnorm = cpu::rmsnorm;
   t.add_rmsnorm = cpu::add_rmsnorm;
   t.rope = cpu::rope;

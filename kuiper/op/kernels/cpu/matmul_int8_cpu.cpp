@@ -1,12 +1,9 @@
 // out[T, rows] = in[T, cols] · Wᵀ for int8 W with per-group fp32 scales, on the CPU.
 // Decode (T = 1) is bound by reading W, which is why int8 pays: it streams a quarter of the
 // bytes of fp32 and widens them in registers (AVX2: 16 weights per step, one scale multiply
-// per group, one horizontal sum per row). Prefill is bound by arithmetic instead, so each
-// thread dequantizes its rows of W a panel at a time into fp32 and hands each panel to BLAS.
-#include <armadillo>
-
+// per group, one horizontal sum per row). Prefill dequantizes panels for BLAS
+// (dequantized_rows.h).
 #include <algorithm>
-#include <vector>
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -15,14 +12,11 @@
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
 #include "kuiper/op/kernels/cpu/cpu_threads.h"
+#include "kuiper/op/kernels/cpu/dequantized_rows.h"
 #include "kuiper/op/kernels/cpu/int8_cpu_kernels.h"
 
 namespace kuiper::op::cpu {
 namespace {
-
-// Rows per prefill panel: large enough for GEMM to run at speed, small enough (≤ 2 MiB of
-// fp32 for cols ≤ 2048) to stay in cache between dequantizing and multiplying.
-constexpr int64_t kPanelRows = 256;
 
 struct Int8Matrix {
   const int8_t* q;
@@ -92,34 +86,18 @@ void gemv_int8(const Int8Matrix& w, const float* x, float* y) {
   for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot(w, r, x);
 }
 
-// One thread's share of rows: serial here, the caller splits the rows across threads.
-void dequantize_rows(const Int8Matrix& w, int64_t first, int64_t count, float* out) {
-  const int64_t begin = first * w.cols, end = begin + count * w.cols;
+void dequantize_int8_rows(const Weight& weight, int64_t first, int64_t count, float* out) {
+  const int8_t* q = weight.values.data<int8_t>();
+  const float* scales = weight.scales.data<float>();
+  const int64_t begin = first * weight.cols(), end = begin + count * weight.cols();
   for (int64_t i = begin; i < end;) {
-    const int64_t group = int8_group_of(i, w.group_size);
-    const int64_t stop = std::min(end, (group + 1) * w.group_size);
-    const float scale = w.scales[group];
+    const int64_t group = int8_group_of(i, weight.group_size);
+    const int64_t stop = std::min(end, (group + 1) * weight.group_size);
+    const float scale = scales[group];
 #pragma omp simd
-    for (int64_t k = i; k < stop; ++k) out[k - begin] = static_cast<float>(w.q[k]) * scale;
+    for (int64_t k = i; k < stop; ++k) out[k - begin] = static_cast<float>(q[k]) * scale;
     i = stop;
   }
-}
-
-// Each thread takes a block of rows (BLAS itself is single-threaded, see cpu_threads.h) and
-// walks it a panel at a time: dequantize into its own buffer, then GEMM.
-void gemm_int8(const Int8Matrix& w, const float* in, float* out, int64_t tokens) {
-  // Column-major views: x is [cols, tokens], y is [rows, tokens].
-  const arma::fmat x(const_cast<float*>(in), w.cols, tokens, /*copy_aux_mem=*/false, true);
-  arma::fmat y(out, w.rows, tokens, false, true);
-  parallel_blocks(w.rows, w.rows * w.cols * tokens, [&](int64_t begin, int64_t end) {
-    std::vector<float> panel(static_cast<size_t>(std::min(kPanelRows, end - begin) * w.cols));
-    for (int64_t first = begin; first < end; first += kPanelRows) {
-      const int64_t count = std::min(kPanelRows, end - first);
-      dequantize_rows(w, first, count, panel.data());
-      const arma::fmat wp(panel.data(), w.cols, count, false, true);  // [cols, count]
-      y.rows(first, first + count - 1) = wp.t() * x;
-    }
-  });
 }
 
 }  // namespace
@@ -127,22 +105,22 @@ void gemm_int8(const Int8Matrix& w, const float* in, float* out, int64_t tokens)
 Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(weight));
   KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kINT8, "matmul weight"));
-  KUIPER_RETURN_IF_ERROR(expect_cpu(in, DataType::kFP32, "matmul input"));
-  KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "matmul output"));
-  const int64_t rows = weight.rows(), cols = weight.cols();
-  if (in.numel() % cols != 0 || out.numel() != in.numel() / cols * rows) {
-    return invalid_argument("matmul shapes do not fit: input " + in.describe() + ", weight " +
-                            weight.values.describe() + ", output " + out.describe());
-  }
-  const Int8Matrix w{weight.values.data<int8_t>(), weight.scales.data<float>(), rows, cols,
-                     weight.group_size};
-  const int64_t tokens = in.numel() / cols;
+  KUIPER_RETURN_IF_ERROR(check_matmul_shapes(in, weight, out));
+  const int64_t tokens = in.numel() / weight.cols();
   if (tokens == 1) {
+    const Int8Matrix w{weight.values.data<int8_t>(), weight.scales.data<float>(), weight.rows(), weight.cols(),
+                       weight.group_size};
     gemv_int8(w, in.data<float>(), out.data<float>());
   } else {
-    gemm_int8(w, in.data<float>(), out.data<float>(), tokens);
+    gemm_dequantized(weight, in.data<float>(), out.data<float>(), tokens, dequantize_int8_rows);
   }
   return ok_status();
+}
+
+Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&) {
+  KUIPER_RETURN_IF_ERROR(check_int8_weight(table));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(table.values, DataType::kINT8, "embedding table"));
+  return embedding_dequantized(tokens, table, out, dequantize_int8_rows);
 }
 
 }  // namespace kuiper::op::cpu

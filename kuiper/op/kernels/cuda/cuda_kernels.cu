@@ -1,6 +1,7 @@
 // The CUDA kernel table: every CUDA kernel is named here and nowhere else. Kernels whose code
 // depends on a storage type dispatch on it inside, so one function serves several entries.
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/int4_cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/int8_cuda_kernels.cuh"
 
 namespace kuiper::op {
@@ -16,13 +17,15 @@ KernelTable make_cuda_table() {
     t.attention[at(d)] = cuda::attention;
     t.paged_attention[at(d)] = cuda::paged_attention;
   }
-  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8}) {
+  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8, DataType::kINT4}) {
     t.decode_gemv[at(d)] = cuda::decode_gemv;
   }
   t.matmul_input[at(DataType::kFP16)] = DataType::kFP16;
   t.matmul_input[at(DataType::kBF16)] = DataType::kBF16;
   t.embedding[at(DataType::kINT8)] = cuda::embedding_int8;
   t.matmul[at(DataType::kINT8)] = cuda::matmul_int8;
+  t.embedding[at(DataType::kINT4)] = cuda::embedding_int4;
+  t.matmul[at(DataType::kINT4)] = cuda::matmul_int4;
   t.rmsnorm = cuda::rmsnorm;
   t.add_rmsnorm = cuda::add_rmsnorm;
   t.rope = cuda::rope;

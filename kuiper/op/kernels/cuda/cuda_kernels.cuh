@@ -27,7 +27,7 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const Execution
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
-// Any weight dtype, int8 included.
+// Any weight dtype, int8 and int4 included.
 Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx);
 Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, const ExecutionContext& ctx);
 

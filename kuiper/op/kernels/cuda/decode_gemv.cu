@@ -4,6 +4,7 @@
 // and without a norm, the residual accumulate without, and swiglu with one. docs/performance.md
 // has the measurements behind the choices.
 #include "kuiper/base/cuda_utils.h"
+#include "kuiper/op/int4_weight.h"
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
@@ -20,7 +21,7 @@ enum class GemvKernel {
 enum class GemvRowReader {
   kShortChunks,  // 16-byte chunks, the layout for matrices of up to k*ShortRowsUpTo rows
   kTallChunks,   // 16-byte chunks, the layout for taller matrices
-  kScalar,       // one element at a time: any alignment, row length or int8 group
+  kScalar,       // one element at a time: any alignment, row length or int8/int4 group
 };
 struct GemvKernelChoice {
   GemvKernel kernel;
@@ -33,6 +34,8 @@ struct GemvKernelChoice {
 // every multiprocessor busy, and two rows per warp read x twice as often per weight. Taller
 // ones read four whole rows per warp with ptxas held to three blocks per multiprocessor
 // (Int8Chunks<4, 1, 3>; its 80 registers spill 8 bytes, which costs less than a third block).
+// int4 matrices (32 weights a chunk) take the same layouts at the same heights: not measured
+// on int4 yet.
 constexpr int kInt8ShortRowsUpTo = 8192;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
@@ -44,11 +47,14 @@ constexpr int kDenseShortRowsUpTo = 8192;
 // The one place the kernel is chosen: fp32/fp16/bf16 rows that one block reads in one pass
 // (16-byte aligned, whole chunks, at most kOnePassMaxChunks) take the one-pass kernel, except
 // for the residual accumulate; everything else takes the warp kernel, reading 16-byte chunks
-// where the alignment, row length and (int8) group size allow, else one element at a time.
+// where the alignment, row length and (int8/int4) group size allow, else one element at a time.
 GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, GemvEpilogue epilogue) {
   const bool aligned = aligned_to(a.w, 16) && aligned_to(a.x, 16);
-  if (dtype == DataType::kINT8) {
-    if (!aligned || a.cols % 16 != 0 || a.group_shift < 0) return {GemvKernel::kWarp, GemvRowReader::kScalar};
+  if (dtype == DataType::kINT8 || dtype == DataType::kINT4) {
+    const int chunk = dtype == DataType::kINT8 ? 16 : 32;  // weights per 16-byte load
+    if (!aligned || a.cols % chunk != 0 || a.group_shift < 0 || a.group_size < chunk) {
+      return {GemvKernel::kWarp, GemvRowReader::kScalar};
+    }
     return {GemvKernel::kWarp, a.rows <= kInt8ShortRowsUpTo ? GemvRowReader::kShortChunks
                                                             : GemvRowReader::kTallChunks};
   }
@@ -140,6 +146,20 @@ Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue e
   return launch_warp<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, epilogue, stream);
 }
 
+// The same for int4 weights.
+Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
+                   cudaStream_t stream) {
+  switch (reader) {
+    case GemvRowReader::kShortChunks:
+      return launch_warp<SplitColumns<Int4Chunks<4, 1>, 2>, Int4Chunks<2, 2>>(a, epilogue, stream);
+    case GemvRowReader::kTallChunks:
+      return launch_warp<Int4Chunks<4, 1, 3>, Int4Chunks<4, 1, 3>>(a, epilogue, stream);
+    case GemvRowReader::kScalar:
+      break;
+  }
+  return launch_warp<ScalarRows<PackedInt4>, ScalarRows<PackedInt4, 2>>(a, epilogue, stream);
+}
+
 // The warp kernel's row readers for fp32/fp16/bf16 weights (kDenseShortRowsUpTo says why).
 template <typename T>
 Status launch_dense(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
@@ -162,7 +182,8 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
   if (w.values.is_empty() || w.values.ndim() != 2 || w.device() != DeviceType::kCUDA) {
     return invalid_argument("decode_gemv weight must be a 2-d cuda matrix, got " + w.values.describe());
   }
-  if (w.is_quantized()) KUIPER_RETURN_IF_ERROR(check_int8_weight(w));
+  if (w.dtype() == DataType::kINT4) KUIPER_RETURN_IF_ERROR(check_int4_weight(w));
+  else if (w.is_quantized()) KUIPER_RETURN_IF_ERROR(check_int8_weight(w));
   else KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(w.values, "decode_gemv weight"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(*g.in, DataType::kFP32, "decode_gemv input"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(*g.out, DataType::kFP32, "decode_gemv output"));
@@ -209,6 +230,7 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
   a.out = g.out->data<float>();
   if (w.is_quantized()) {
     a.scales = w.scales.data<float>();
+    a.mins = w.mins.is_empty() ? nullptr : w.mins.data<float>();
     a.group_size = w.group_size;
     a.group_shift = chunk_group_shift(w.group_size);
   }
@@ -239,6 +261,7 @@ Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
   const DataType dtype = gemv.weight->dtype();
   const GemvKernelChoice choice = choose_gemv_kernel(dtype, a, gemv.epilogue);
   if (dtype == DataType::kINT8) return launch_int8(a, choice.reader, gemv.epilogue, s);
+  if (dtype == DataType::kINT4) return launch_int4(a, choice.reader, gemv.epilogue, s);
   return dispatch_float_type(dtype, [&](auto zero) {
     using T = decltype(zero);
     return choice.kernel == GemvKernel::kOnePass ? launch_one_pass<T>(a, gemv.epilogue, s)

@@ -1,12 +1,11 @@
-// int8-weight matmul on the GPU.
-// Decode (T = 1) streams W once through the GEMV of decode_gemv.cu.
-// Prefill (T > 1) is compute-bound: W is dequantized to bf16 into scratch memory and multiplied
-// by the bf16 tensor-core GEMM behind matmul().
+// int8-weight matmul on the GPU: the GEMV of decode_gemv.cu, or the bf16 GEMM on W dequantized
+// (dequantized_gemm.cuh).
 #include <cuda_bf16.h>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/dequantized_gemm.cuh"
 #include "kuiper/op/kernels/cuda/elementwise_loop.cuh"
 #include "kuiper/op/kernels/cuda/int8_cuda_kernels.cuh"
 
@@ -41,43 +40,22 @@ __global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const float
   });
 }
 
-Status gemm_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
-  const cudaStream_t stream = as_cuda_stream(ctx.stream());
-  const int64_t n = weight.values.numel();
-  const size_t bytes = static_cast<size_t>(n) * sizeof(__nv_bfloat16);
-  KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kDequantizedWeight, bytes));
-  const int8_t* q = weight.values.data<int8_t>();
-  const bool wide = weight.group_size % 16 == 0 && aligned_to(q, 16) && aligned_to(scratch, 16);
-  with_width<16>(wide, [&](auto width) {
-    dequantize_bf16_kernel<width()><<<elementwise_blocks((n + width() - 1) / width()), kElementwiseThreads, 0, stream>>>(
-        q, weight.scales.data<float>(), static_cast<__nv_bfloat16*>(scratch), n, weight.group_size);
-  });
-  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("dequantize int8 to bf16");
-  // The scratch is the context's: it outlives the call, and the GEMM is queued on the same stream.
-  const auto buffer = Buffer::borrow(scratch, bytes, DeviceType::kCUDA, nullptr);
-  KUIPER_ASSIGN_OR_RETURN(Tensor values, Tensor::view(buffer, 0, DataType::kBF16, weight.values.shape()));
-  return matmul(in, Weight{std::move(values), Tensor(), 0}, out, ctx);
-}
-
 }  // namespace
 
 Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(weight));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(weight.values, DataType::kINT8, "matmul weight"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(in, DataType::kFP32, "matmul input"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "matmul output"));
-  const int64_t rows = weight.rows(), cols = weight.cols();
-  if (cols == 0 || in.numel() % cols != 0 || out.numel() != in.numel() / cols * rows) {
-    return invalid_argument("matmul shapes do not fit: input " + in.describe() + ", weight " +
-                            weight.values.describe() + ", output " + out.describe());
-  }
-  if (rows > INT32_MAX || cols > INT32_MAX) {
-    return unsupported("matmul dimensions beyond 2^31: weight " + weight.values.describe());
-  }
-  const int64_t tokens = in.numel() / cols;
-  if (tokens == 0 || rows == 0) return ok_status();
+  KUIPER_ASSIGN_OR_RETURN(const int64_t tokens, quantized_matmul_tokens(in, weight, out, DataType::kINT8));
+  if (tokens == 0) return ok_status();
   if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, ctx);
-  return gemm_int8(in, weight, out, ctx);
+  return gemm_via_bf16(in, weight, out, ctx, [&](__nv_bfloat16* scratch, cudaStream_t stream) {
+    const int64_t n = weight.numel();
+    const int8_t* q = weight.values.data<int8_t>();
+    const bool wide = weight.group_size % 16 == 0 && aligned_to(q, 16) && aligned_to(scratch, 16);
+    with_width<16>(wide, [&](auto width) {
+      dequantize_bf16_kernel<width()><<<elementwise_blocks((n + width() - 1) / width()), kElementwiseThreads, 0, stream>>>(
+          q, weight.scales.data<float>(), scratch, n, weight.group_size);
+    });
+  });
 }
 
 }  // namespace kuiper::op::cuda

@@ -1,0 +1,88 @@
+#include "kuiper/model/int4_quantize.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kuiper/model/quantize_common.h"
+
+namespace kuiper {
+namespace {
+
+struct GroupCode {
+  float scale, min;
+};
+
+// Scale (and min) of the group of n weights at w.
+GroupCode code_of(const float* w, int n, bool with_min) {
+  if (with_min) {
+    const auto [lo, hi] = std::minmax_element(w, w + n);
+    return {(*hi - *lo) / 15.f, *lo};
+  }
+  float max_abs = 0.f;
+  for (int i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
+  return {max_abs / 7.f, 0.f};
+}
+
+// The nibble of weight w in a group coded as `code`.
+uint8_t nibble_of(float w, const GroupCode& code, bool with_min) {
+  // nearbyint rounds halves to even, as the int8 quantizer does. A group of equal weights has
+  // scale 0 and comes back exactly (as 0, or as its min).
+  const float r = code.scale > 0.f ? std::nearbyint((w - code.min) / code.scale) : 0.f;
+  if (with_min) return static_cast<uint8_t>(std::clamp(r, 0.f, 15.f));
+  return static_cast<uint8_t>(static_cast<int>(std::clamp(r, -7.f, 7.f)) + op::kInt4SymmetricZero);
+}
+
+}  // namespace
+
+StatusOr<op::Weight> quantize_int4(const Tensor& values, int group_size, Int4Scheme scheme) {
+  if (group_size <= 0 || group_size % 2 != 0) {
+    return invalid_argument("int4 group size must be positive and even, got " + std::to_string(group_size));
+  }
+  if (values.ndim() == 2 && values.dim(1) % 2 != 0) {
+    return invalid_argument("int4 packs two weights a byte along a row; " + values.describe() +
+                            " has an odd number of columns");
+  }
+  KUIPER_ASSIGN_OR_RETURN(Tensor src, quantization_source(values, group_size));
+  const bool with_min = scheme == Int4Scheme::kWithMin;
+  const int64_t groups = src.numel() / group_size;
+  op::Weight out{Tensor(), Tensor(), group_size, Tensor()};
+  KUIPER_ASSIGN_OR_RETURN(out.values, Tensor::empty(DataType::kINT4, {src.dim(0), src.dim(1) / 2}, cpu_allocator()));
+  KUIPER_ASSIGN_OR_RETURN(out.scales, Tensor::empty(DataType::kFP32, {groups}, cpu_allocator()));
+  if (with_min) {
+    KUIPER_ASSIGN_OR_RETURN(out.mins, Tensor::empty(DataType::kFP32, {groups}, cpu_allocator()));
+  }
+  const float* w = src.data<float>();
+  auto* packed = out.values.data<uint8_t>();
+#pragma omp parallel for schedule(static) if (groups > 1024)
+  for (int64_t g = 0; g < groups; ++g) {
+    const float* wg = w + g * group_size;
+    const GroupCode code = code_of(wg, group_size, with_min);
+    out.scales.data<float>()[g] = code.scale;
+    if (with_min) out.mins.data<float>()[g] = code.min;
+    uint8_t* dst = packed + g * group_size / 2;
+    for (int i = 0; i < group_size; i += 2) {
+      dst[i / 2] = static_cast<uint8_t>(nibble_of(wg[i], code, with_min) | (nibble_of(wg[i + 1], code, with_min) << 4));
+    }
+  }
+  return out;
+}
+
+StatusOr<Tensor> dequantize_int4(const op::Weight& weight) {
+  KUIPER_RETURN_IF_ERROR(op::check_int4_weight(weight));
+  KUIPER_ASSIGN_OR_RETURN(op::Weight host, weight_on_host(weight));
+  KUIPER_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(DataType::kFP32, {host.rows(), host.cols()}, cpu_allocator()));
+  const int64_t n = out.numel();
+  const auto* packed = host.values.data<uint8_t>();
+  const float* scales = host.scales.data<float>();
+  const bool with_min = !host.mins.is_empty();
+  const float* mins = with_min ? host.mins.data<float>() : nullptr;
+  float* o = out.data<float>();
+#pragma omp parallel for schedule(static) if (n > (1 << 20))
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t g = op::weight_group_of(i, host.group_size);
+    o[i] = op::int4_value(op::int4_nibble(packed, i), scales[g], with_min ? mins[g] : 0.f, with_min);
+  }
+  return out;
+}
+
+}  // namespace kuiper

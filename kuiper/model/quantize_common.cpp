@@ -1,0 +1,41 @@
+#include "kuiper/model/quantize_common.h"
+
+#include <cmath>
+
+#include "kuiper/model/float_convert.h"
+
+namespace kuiper {
+
+StatusOr<Tensor> quantization_source(const Tensor& values, int group_size) {
+  if (values.is_empty() || values.ndim() != 2) {
+    return invalid_argument("only 2-d weights are quantized, got " +
+                            (values.is_empty() ? std::string("nothing") : values.describe()));
+  }
+  KUIPER_ASSIGN_OR_RETURN(Tensor src, place_fp32(values, cpu_allocator()));
+  if (group_size <= 0 || src.numel() % group_size != 0) {
+    return invalid_argument("cannot quantize " + values.describe() + " in groups of " +
+                            std::to_string(group_size) + ": its " + std::to_string(src.numel()) +
+                            " elements are not a whole number of groups");
+  }
+  const float* w = src.data<float>();
+  for (int64_t i = 0; i < src.numel(); ++i) {
+    if (!std::isfinite(w[i])) {
+      return invalid_argument("weight [" + std::to_string(i / src.dim(1)) + ", " + std::to_string(i % src.dim(1)) +
+                              "] of " + values.describe() + " is " + std::to_string(w[i]) +
+                              "; a non-finite weight cannot be quantized");
+    }
+  }
+  return src;
+}
+
+StatusOr<op::Weight> weight_on_host(const op::Weight& weight) {
+  op::Weight host = weight;
+  for (Tensor* t : {&host.values, &host.scales, &host.mins}) {
+    if (!t->is_empty() && t->device() != DeviceType::kCPU) {
+      KUIPER_ASSIGN_OR_RETURN(*t, t->to(cpu_allocator()));
+    }
+  }
+  return host;
+}
+
+}  // namespace kuiper

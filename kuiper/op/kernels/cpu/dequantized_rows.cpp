@@ -1,0 +1,68 @@
+#include "kuiper/op/kernels/cpu/dequantized_rows.h"
+
+#include <armadillo>
+
+#include <algorithm>
+#include <vector>
+
+#include "kuiper/op/kernels/cpu/cpu_kernels.h"
+#include "kuiper/op/kernels/cpu/cpu_threads.h"
+
+namespace kuiper::op::cpu {
+namespace {
+
+// Rows per prefill panel: large enough for GEMM to run at speed, small enough (≤ 2 MiB of
+// fp32 for cols ≤ 2048) to stay in cache between dequantizing and multiplying.
+constexpr int64_t kPanelRows = 256;
+
+}  // namespace
+
+Status embedding_dequantized(const Tensor& tokens, const Weight& table, Tensor& out, DequantizeRows dequantize) {
+  KUIPER_RETURN_IF_ERROR(expect_cpu(tokens, DataType::kINT32, "embedding tokens"));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "embedding output"));
+  const int64_t dim = table.cols();
+  if (out.numel() != tokens.numel() * dim) {
+    return invalid_argument("embedding shapes do not fit: tokens " + tokens.describe() +
+                            ", table " + table.values.describe() + ", output " + out.describe());
+  }
+  const int32_t* ids = tokens.data<int32_t>();
+  for (int64_t t = 0; t < tokens.numel(); ++t) {
+    if (ids[t] < 0 || ids[t] >= table.rows()) {
+      return out_of_range("token id " + std::to_string(ids[t]) + " outside vocabulary of " +
+                          std::to_string(table.rows()));
+    }
+    dequantize(table, ids[t], 1, out.data<float>() + t * dim);
+  }
+  return ok_status();
+}
+
+// Each thread takes a block of rows (BLAS itself is single-threaded, see cpu_threads.h) and
+// walks it a panel at a time: dequantize into its own buffer, then GEMM.
+void gemm_dequantized(const Weight& w, const float* in, float* out, int64_t tokens, DequantizeRows dequantize) {
+  const int64_t rows = w.rows(), cols = w.cols();
+  // Column-major views: x is [cols, tokens], y is [rows, tokens].
+  const arma::fmat x(const_cast<float*>(in), cols, tokens, /*copy_aux_mem=*/false, true);
+  arma::fmat y(out, rows, tokens, false, true);
+  parallel_blocks(rows, rows * cols * tokens, [&](int64_t begin, int64_t end) {
+    std::vector<float> panel(static_cast<size_t>(std::min(kPanelRows, end - begin) * cols));
+    for (int64_t first = begin; first < end; first += kPanelRows) {
+      const int64_t count = std::min(kPanelRows, end - first);
+      dequantize(w, first, count, panel.data());
+      const arma::fmat wp(panel.data(), cols, count, false, true);  // [cols, count]
+      y.rows(first, first + count - 1) = wp.t() * x;
+    }
+  });
+}
+
+Status check_matmul_shapes(const Tensor& in, const Weight& weight, const Tensor& out) {
+  KUIPER_RETURN_IF_ERROR(expect_cpu(in, DataType::kFP32, "matmul input"));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "matmul output"));
+  const int64_t rows = weight.rows(), cols = weight.cols();
+  if (in.numel() % cols != 0 || out.numel() != in.numel() / cols * rows) {
+    return invalid_argument("matmul shapes do not fit: input " + in.describe() + ", weight " +
+                            weight.values.describe() + ", output " + out.describe());
+  }
+  return ok_status();
+}
+
+}  // namespace kuiper::op::cpu

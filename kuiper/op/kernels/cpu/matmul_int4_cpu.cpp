@@ -1,0 +1,214 @@
+// out[T, rows] = in[T, cols] · Wᵀ for int4 W (two weights a byte, per-group fp32 scales and
+// optional mins), on the CPU. Decode is bound by reading W: int4 streams about half the bytes of
+// int8, but the int8 kernel's way (widen to fp32, one FMA a weight) already runs below the
+// memory bandwidth on AVX2, so the int4 GEMV works in integers instead: the input is quantized
+// once to int8 in blocks of 32, and each block of 32 nibbles becomes one 32-byte vector
+// (mask and shift, no widening) multiplied with it by maddubs (u8 × s8 pairs → s16) and madd
+// (→ s32): four instructions for 32 weights. The nibbles' offset (8, or the min) is applied
+// per group through the sum of the group's quantized inputs. Prefill dequantizes panels for
+// BLAS (dequantized_rows.h). docs/performance.md has the measurements.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
+#include "kuiper/op/int4_weight.h"
+#include "kuiper/op/kernels/cpu/cpu_kernels.h"
+#include "kuiper/op/kernels/cpu/cpu_threads.h"
+#include "kuiper/op/kernels/cpu/dequantized_rows.h"
+#include "kuiper/op/kernels/cpu/int4_cpu_kernels.h"
+
+namespace kuiper::op::cpu {
+namespace {
+
+struct Int4Matrix {
+  const uint8_t* packed;
+  const float* scales;
+  const float* mins;  // null: symmetric
+  int64_t rows, cols;
+  int group_size;
+};
+
+Int4Matrix matrix_of(const Weight& w) {
+  return {w.values.data<uint8_t>(), w.scales.data<float>(), w.mins.is_empty() ? nullptr : w.mins.data<float>(),
+          w.rows(), w.cols(), w.group_size};
+}
+
+void dequantize_int4_rows(const Weight& weight, int64_t first, int64_t count, float* out) {
+  const Int4Matrix w = matrix_of(weight);
+  const int64_t begin = first * w.cols, end = begin + count * w.cols;
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t g = weight_group_of(i, w.group_size);
+    out[i - begin] = int4_value(int4_nibble(w.packed, i), w.scales[g], w.mins ? w.mins[g] : 0.f, w.mins != nullptr);
+  }
+}
+
+// Σ_c dequant(W[row, c]) · x[c] for any grouping, in fp32: the row is cut where the flat index
+// crosses a group boundary; each piece is Σ (q − zero) · x times the scale, plus min · Σ x.
+float row_dot_portable(const Int4Matrix& w, int64_t row, const float* x) {
+  const int64_t start = row * w.cols;
+  const int zero = w.mins ? 0 : kInt4SymmetricZero;
+  float sum = 0.f;
+  for (int64_t c = 0; c < w.cols;) {
+    const int64_t group = weight_group_of(start + c, w.group_size);
+    const int64_t end = std::min(w.cols, (group + 1) * w.group_size - start);
+    float piece = 0.f, x_sum = 0.f;
+    for (int64_t i = c; i < end; ++i) {
+      piece += static_cast<float>(int4_nibble(w.packed, start + i) - zero) * x[i];
+      x_sum += x[i];
+    }
+    sum += piece * w.scales[group] + (w.mins ? w.mins[group] * x_sum : 0.f);
+    c = end;
+  }
+  return sum;
+}
+
+void gemv_portable(const Int4Matrix& w, const float* x, float* y) {
+#pragma omp parallel for schedule(static) if (worth_threads(w.rows * w.cols))
+  for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_portable(w, r, x);
+}
+
+#ifdef __AVX2__
+constexpr int kBlock = 32;  // inputs per int8 scale; weights per 16-byte load
+
+// The input quantized for the integer dot products. Block b holds its 32 inputs reordered the
+// way a 16-byte load of nibbles unpacks: the 16 even-indexed ones (low nibbles) first, then the
+// 16 odd-indexed ones (high nibbles).
+struct QuantizedInput {
+  std::vector<int8_t> q;          // [cols]
+  std::vector<float> scale;       // [cols / 32]: max|x| / 127 of the block
+  std::vector<float> group_sum;   // [cols / group_size]: Σ x̂ over the weight group's columns
+};
+
+// Rows are whole groups here, so the groups of every row cover the same columns.
+void quantize_input(const float* x, int64_t cols, int group_size, QuantizedInput& out) {
+  const int64_t blocks = cols / kBlock, blocks_per_group = group_size / kBlock;
+  out.q.resize(cols);
+  out.scale.resize(blocks);
+  out.group_sum.assign(cols / group_size, 0.f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kBlock;
+    float max_abs = 0.f;
+    for (int i = 0; i < kBlock; ++i) max_abs = std::max(max_abs, std::fabs(xb[i]));
+    const float scale = max_abs / 127.f;
+    int q_sum = 0;
+    for (int i = 0; i < kBlock; ++i) {
+      const int q = scale > 0.f ? static_cast<int>(std::nearbyint(xb[i] / scale)) : 0;
+      out.q[b * kBlock + (i % 2) * (kBlock / 2) + i / 2] = static_cast<int8_t>(q);
+      q_sum += q;
+    }
+    out.scale[b] = scale;
+    out.group_sum[b / blocks_per_group] += scale * static_cast<float>(q_sum);
+  }
+}
+
+// One block of 32 weights times its quantized inputs: the 32 products summed to 8 int32 lanes.
+inline __m256i block_dots(const uint8_t* packed, const int8_t* xq) {
+  const __m128i low_nibbles = _mm_set1_epi8(0x0F);
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles),
+                                           _mm_and_si128(bytes, low_nibbles));
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, x), _mm256_set1_epi16(1));
+}
+
+// The nibbles' offsets, Σ over the row's groups of (min, or −8 · scale) · Σ x̂ of the group: a
+// separate pass, so that the block loop carries no scalar chain from block to block.
+float row_offsets(const Int4Matrix& w, int64_t first_group, const QuantizedInput& x) {
+  const int64_t groups = static_cast<int64_t>(x.group_sum.size());
+  const float* sums = x.group_sum.data();
+  float total = 0.f;
+  if (w.mins) {
+    const float* mins = w.mins + first_group;
+#pragma omp simd reduction(+ : total)
+    for (int64_t g = 0; g < groups; ++g) total += mins[g] * sums[g];
+  } else {
+    const float* scales = w.scales + first_group;
+#pragma omp simd reduction(+ : total)
+    for (int64_t g = 0; g < groups; ++g) total += scales[g] * sums[g];
+    total *= -static_cast<float>(kInt4SymmetricZero);
+  }
+  return total;
+}
+
+float row_dot_avx2(const Int4Matrix& w, int64_t row, const QuantizedInput& x) {
+  const int64_t blocks = w.cols / kBlock, groups = w.cols / w.group_size;
+  const int group_shift = std::countr_zero(static_cast<unsigned>(w.group_size / kBlock));
+  const uint8_t* packed = w.packed + row * w.cols / 2;
+  const float* scales = w.scales + row * groups;
+  // sum = Σ_b (scale of b's group · scale of b's inputs) · dots of b, in two sums taking
+  // alternate blocks, so that consecutive FMAs do not wait for each other.
+  const auto term = [&](int64_t b) {
+    const __m256i dots = block_dots(packed + b * kBlock / 2, x.q.data() + b * kBlock);
+    return std::pair{_mm256_cvtepi32_ps(dots), _mm256_set1_ps(scales[b >> group_shift] * x.scale[b])};
+  };
+  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < blocks; b += 2) {
+    const auto [d0, s0] = term(b);
+    const auto [d1, s1] = term(b + 1);
+    even = _mm256_fmadd_ps(d0, s0, even);
+    odd = _mm256_fmadd_ps(d1, s1, odd);
+  }
+  if (b < blocks) {
+    const auto [d, s] = term(b);
+    even = _mm256_fmadd_ps(d, s, even);
+  }
+  const __m256 total = _mm256_add_ps(even, odd);
+  __m128 half = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
+  half = _mm_add_ps(half, _mm_movehl_ps(half, half));
+  half = _mm_add_ss(half, _mm_movehdup_ps(half));
+  return _mm_cvtss_f32(half) + row_offsets(w, row * groups, x);
+}
+
+void gemv_avx2(const Int4Matrix& w, const float* x, float* y) {
+  QuantizedInput xq;
+  quantize_input(x, w.cols, w.group_size, xq);
+#pragma omp parallel for schedule(static) if (worth_threads(w.rows * w.cols))
+  for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_avx2(w, r, xq);
+}
+#endif
+
+}  // namespace
+
+bool int4_gemv_quantizes_input(const Weight& weight) {
+#ifdef __AVX2__
+  return weight.cols() % weight.group_size == 0 && weight.group_size % kBlock == 0 &&
+         std::has_single_bit(static_cast<unsigned>(weight.group_size));
+#else
+  (void)weight;
+  return false;
+#endif
+}
+
+Status matmul_int4(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&) {
+  KUIPER_RETURN_IF_ERROR(check_int4_weight(weight));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kINT4, "matmul weight"));
+  KUIPER_RETURN_IF_ERROR(check_matmul_shapes(in, weight, out));
+  const int64_t tokens = in.numel() / weight.cols();
+  if (tokens != 1) {
+    gemm_dequantized(weight, in.data<float>(), out.data<float>(), tokens, dequantize_int4_rows);
+    return ok_status();
+  }
+  const Int4Matrix w = matrix_of(weight);
+#ifdef __AVX2__
+  if (int4_gemv_quantizes_input(weight)) {
+    gemv_avx2(w, in.data<float>(), out.data<float>());
+    return ok_status();
+  }
+#endif
+  gemv_portable(w, in.data<float>(), out.data<float>());
+  return ok_status();
+}
+
+Status embedding_int4(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&) {
+  KUIPER_RETURN_IF_ERROR(check_int4_weight(table));
+  KUIPER_RETURN_IF_ERROR(expect_cpu(table.values, DataType::kINT4, "embedding table"));
+  return embedding_dequantized(tokens, table, out, dequantize_int4_rows);
+}
+
+}  // namespace kuiper::op::cpu

@@ -1,0 +1,178 @@
+// CPU int4 kernels against double-precision products of the dequantized weights. Weights are
+// random nibbles, scales and mins made here (not by the quantizer), decoded for the reference by
+// test::int4_dequantized from the documented layout.
+// The decode GEMV quantizes its input to int8 in blocks of 32 where it can (int4_cpu_kernels.h),
+// so it is checked twice: with inputs that int8 blocks represent exactly (each block is a power
+// of two times integers in [-127, 127], one of them ±127), where only fp32 rounding may remain,
+// and with arbitrary inputs against the bound the kernel documents.
+#include <cmath>
+#include <random>
+
+#include "kuiper/op/int4_weight.h"
+#include "kuiper/op/kernel_table.h"
+#include "test/test_util.h"
+
+namespace kuiper {
+namespace {
+
+const op::ExecutionContext& ctx() { return test::kernel_context(DeviceType::kCPU); }
+
+constexpr int kInt4 = static_cast<int>(DataType::kINT4);
+
+// Inputs [tokens, cols] that int8 blocks of 32 columns hold exactly.
+Tensor int8_exact_input(int64_t tokens, int64_t cols, std::mt19937& rng) {
+  Tensor in = Tensor::zeros_cpu(DataType::kFP32, {tokens, cols}).value();
+  std::uniform_int_distribution<int> q(-127, 127), exponent(-9, -1);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t b = 0; b < cols; b += 32) {
+      const float unit = std::ldexp(1.f, exponent(rng));
+      for (int64_t c = b; c < std::min(cols, b + 32); ++c) in.data<float>()[t * cols + c] = unit * q(rng);
+      in.data<float>()[t * cols + b] = unit * (q(rng) < 0 ? -127 : 127);
+    }
+  }
+  return in;
+}
+
+struct Reference {
+  std::vector<double> out;        // Σ dequant(W[r, c]) · x[c]
+  std::vector<double> magnitude;  // Σ (scale · 16 + |min|) · |x[c]|: the size of what a kernel sums
+  std::vector<double> input_rounding;  // Σ |W[r, c]| · (max|x| of c's block of 32) / 254
+};
+
+Reference reference_matmul(const Tensor& in, const op::Weight& w) {
+  const int64_t tokens = in.numel() / w.cols(), rows = w.rows(), cols = w.cols();
+  Reference ref{std::vector<double>(tokens * rows), std::vector<double>(tokens * rows),
+                std::vector<double>(tokens * rows)};
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* x = in.data<float>() + t * cols;
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, magnitude = 0, rounding = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double wv = test::int4_dequantized(w, r, c);
+        const int64_t g = (r * cols + c) / w.group_size;
+        const double min = w.mins.is_empty() ? 0 : w.mins.data<float>()[g];
+        double block_max = 0;
+        for (int64_t k = c / 32 * 32; k < std::min(cols, c / 32 * 32 + 32); ++k) block_max = std::max(block_max, std::fabs(double{x[k]}));
+        sum += wv * x[c];
+        magnitude += (w.scales.data<float>()[g] * 16 + std::fabs(min)) * std::fabs(x[c]);
+        rounding += std::fabs(wv) * block_max / 254;
+      }
+      ref.out[t * rows + r] = sum;
+      ref.magnitude[t * rows + r] = magnitude;
+      ref.input_rounding[t * rows + r] = rounding;
+    }
+  }
+  return ref;
+}
+
+struct MatmulCase { int64_t rows, cols; int group; int64_t tokens; };
+
+class Int4Matmul : public testing::TestWithParam<std::tuple<MatmulCase, bool>> {
+ protected:
+  void SetUp() override {
+    const auto [c, with_min] = GetParam();
+    case_ = c;
+    rng_.seed(static_cast<unsigned>(c.rows * 131 + c.cols * 7 + c.tokens + with_min));
+    w_ = test::random_int4_weight(c.rows, c.cols, c.group, with_min, rng_);
+  }
+  Tensor run(const Tensor& in) {
+    Tensor out = Tensor::zeros_cpu(DataType::kFP32, {case_.tokens, case_.rows}).value();
+    auto kernel = op::cpu_kernel_table().matmul[kInt4];
+    EXPECT_NE(kernel, nullptr);
+    const Status s = kernel(in, w_, out, ctx());
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return out;
+  }
+  MatmulCase case_{};
+  std::mt19937 rng_;
+  op::Weight w_;
+};
+
+// Only fp32 rounding between kernel and reference: 1e-5 of the magnitude of the summed terms.
+TEST_P(Int4Matmul, ExactOnInputsInt8Holds) {
+  const Tensor in = int8_exact_input(case_.tokens, case_.cols, rng_);
+  const Tensor out = run(in);
+  const Reference ref = reference_matmul(in, w_);
+  for (size_t i = 0; i < ref.out.size(); ++i) {
+    ASSERT_NEAR(out.data<float>()[i], ref.out[i], 1e-5 * ref.magnitude[i] + 1e-30) << "output " << i;
+  }
+}
+
+// Any input: within the documented bound of the input's int8 rounding, plus fp32 rounding.
+TEST_P(Int4Matmul, WithinInputRoundingBoundOnAnyInput) {
+  const Tensor in = test::random_tensor({case_.tokens, case_.cols}, rng_);
+  const Tensor out = run(in);
+  const Reference ref = reference_matmul(in, w_);
+  for (size_t i = 0; i < ref.out.size(); ++i) {
+    ASSERT_NEAR(out.data<float>()[i], ref.out[i], ref.input_rounding[i] + 1e-5 * ref.magnitude[i]) << "output " << i;
+  }
+  if (case_.tokens > 1) {  // prefill multiplies fp32 inputs: no input rounding at all
+    EXPECT_LT(test::relative_error(out.data<float>(), ref.out.data(), ref.out.size()), 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Int4Matmul,
+    testing::Combine(
+        testing::Values(MatmulCase{7, 64, 32, 1},       // odd rows, two groups per row
+                        MatmulCase{33, 128, 64, 1},     // several groups per row
+                        MatmulCase{5, 256, 128, 1},     // groups of 128
+                        MatmulCase{9, 96, 32, 1},       // cols not a multiple of 64
+                        MatmulCase{64, 172, 32, 1},     // groups run across rows (stories260K w2): fp32 path
+                        MatmulCase{96, 288, 64, 1},     // GQA k/v [kv_dim, dim]: 288 not a multiple of 64
+                        MatmulCase{96, 288, 128, 1},    // and of 128
+                        MatmulCase{6, 40, 8, 1},        // group below 32: fp32 path
+                        MatmulCase{1024, 512, 32, 1},   // large enough to be threaded
+                        MatmulCase{7, 64, 32, 3},       // prefill, one panel
+                        MatmulCase{300, 128, 64, 17},   // prefill across panel boundaries
+                        MatmulCase{64, 172, 32, 5},     // prefill with groups across rows
+                        MatmulCase{96, 288, 128, 4}),   // prefill, GQA shape
+        testing::Bool()));  // with a per-group minimum
+
+TEST(Int4MatmulArgs, RefusesMalformedWeightsAndShapes) {
+  std::mt19937 rng(1);
+  const op::Weight w = test::random_int4_weight(4, 64, 32, false, rng);
+  auto kernel = op::cpu_kernel_table().matmul[kInt4];
+  Tensor in = test::random_tensor({1, 64}, rng);
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::zeros_cpu(DataType::kFP32, {1, 4}));
+  KUIPER_ASSERT_OK(kernel(in, w, out, ctx()));
+  op::Weight no_scales = w;
+  no_scales.scales = Tensor();
+  EXPECT_FALSE(kernel(in, no_scales, out, ctx()).ok());
+  op::Weight wrong_group = w;
+  wrong_group.group_size = 16;  // would need twice the scales
+  EXPECT_FALSE(kernel(in, wrong_group, out, ctx()).ok());
+  op::Weight short_mins = w;
+  short_mins.mins = Tensor::zeros_cpu(DataType::kFP32, {3}).value();
+  EXPECT_FALSE(kernel(in, short_mins, out, ctx()).ok());
+  Tensor short_in = test::random_tensor({1, 32}, rng);
+  EXPECT_FALSE(kernel(short_in, w, out, ctx()).ok());
+  op::Weight int8_weight = test::random_int8_weight(4, 64, 32, rng);
+  EXPECT_FALSE(kernel(in, int8_weight, out, ctx()).ok());
+}
+
+TEST(Int4Embedding, DequantizesRowsAndRefusesBadIds) {
+  std::mt19937 rng(5);
+  for (bool with_min : {false, true}) {
+    const op::Weight table = test::random_int4_weight(10, 24, 16, with_min, rng);  // groups cross rows
+    KUIPER_ASSERT_OK_AND_ASSIGN(Tensor tokens, Tensor::zeros_cpu(DataType::kINT32, {3}));
+    tokens.data<int32_t>()[0] = 9;
+    tokens.data<int32_t>()[1] = 0;
+    tokens.data<int32_t>()[2] = 5;
+    KUIPER_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::zeros_cpu(DataType::kFP32, {3, 24}));
+    auto kernel = op::cpu_kernel_table().embedding[kInt4];
+    ASSERT_NE(kernel, nullptr);
+    KUIPER_ASSERT_OK(kernel(tokens, table, out, ctx()));
+    for (int t = 0; t < 3; ++t) {
+      for (int c = 0; c < 24; ++c) {
+        const double ref = test::int4_dequantized(table, tokens.data<int32_t>()[t], c);
+        EXPECT_NEAR(out.data<float>()[t * 24 + c], ref, 1e-6 * (std::fabs(ref) + 0.1));
+      }
+    }
+    tokens.data<int32_t>()[1] = 10;
+    EXPECT_EQ(kernel(tokens, table, out, ctx()).code(), StatusCode::kOutOfRange);
+  }
+}
+
+}  // namespace
+}  // namespace kuiper
