@@ -24,11 +24,12 @@ struct ModelFlags {
   std::string dtype;      // empty = the device's default
   int group_size = 0;     // int8 weights per scale when quantizing at load; 0 = as stored or 64
   int context = 0;        // 0 = the model's maximum
+  bool check_tensors = false;  // scan the weights for NaN/Inf at load
   SamplerConfig sampler{1.0f, 0.9f, 0, 0};
   std::optional<uint64_t> seed;
 };
 
-// Adds -m/-t/--format/--device/--dtype (alias --quant int8)/--group-size/-c and, when
+// Adds -m/-t/--format/--device/--dtype (alias --quant int8)/--group-size/-c/--check-tensors and, when
 // `sampling`, --temp/--top-p/--top-k/--min-p/--seed.
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling = true);
 

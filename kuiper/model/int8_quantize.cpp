@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kuiper/model/finite_values.h"
 #include "kuiper/model/float_convert.h"
 
 namespace kuiper {
@@ -25,6 +26,11 @@ StatusOr<op::Weight> quantize_int8(const Tensor& values, int group_size) {
     return invalid_argument("cannot quantize " + values.describe() + " in groups of " +
                             std::to_string(group_size) + ": its " + std::to_string(src.numel()) +
                             " elements are not a whole number of groups");
+  }
+  // A NaN or Inf would become an integer below, which is undefined behaviour.
+  if (const int64_t bad = first_non_finite(src.data<float>(), src.numel()); bad >= 0) {
+    return invalid_argument("cannot quantize " + values.describe() + ": element " + std::to_string(bad) +
+                            " is " + non_finite_name(src.data<float>()[bad]));
   }
   const int64_t groups = src.numel() / group_size;
   KUIPER_ASSIGN_OR_RETURN(Tensor q, Tensor::empty(DataType::kINT8, src.shape(), cpu_allocator()));

@@ -2,14 +2,13 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <glog/logging.h>
 #include <nlohmann/json.hpp>
 
+#include "kuiper/base/regular_file.h"
 #include "kuiper/checkpoint/formats/formats.h"
 #include "kuiper/checkpoint/formats/hf_config.h"
 #include "kuiper/checkpoint/formats/safetensors.h"
@@ -34,9 +33,10 @@ class WeightFiles {
  public:
   static StatusOr<WeightFiles> open(const fs::path& dir) {
     WeightFiles files;
-    if (fs::exists(dir / kIndexFile)) {
+    std::error_code unreachable;  // then the file counts as absent
+    if (fs::exists(dir / kIndexFile, unreachable)) {
       KUIPER_RETURN_IF_ERROR(files.open_shards(dir, (dir / kIndexFile).string()));
-    } else if (fs::exists(dir / kSingleFile)) {
+    } else if (fs::exists(dir / kSingleFile, unreachable)) {
       KUIPER_RETURN_IF_ERROR(files.add_file((dir / kSingleFile).string()));
     } else {
       return not_found(dir.string() + ": no " + kSingleFile + " or " + kIndexFile +
@@ -91,12 +91,10 @@ class WeightFiles {
 
   // The index maps every tensor name to a shard file in the same directory.
   Status open_shards(const fs::path& dir, const std::string& index_path) {
-    std::ifstream in(index_path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
+    KUIPER_ASSIGN_OR_RETURN(const std::string text, read_regular_file(index_path));
     json index;
     try {
-      index = json::parse(text.str());
+      index = json::parse(text);
     } catch (const json::exception& e) {
       return invalid_format(index_path + ": not valid JSON: " + e.what());
     }
@@ -237,7 +235,9 @@ StatusOr<Tensor> unpermute_rope_rows(const Tensor& hf_weight, int n_heads) {
 
 StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   const fs::path root(dir);
-  if (!fs::exists(root / "config.json")) {
+  KUIPER_RETURN_IF_ERROR(check_directory(dir));
+  std::error_code unreachable;
+  if (!fs::exists(root / "config.json", unreachable)) {
     return not_found(dir + ": no config.json (not a Hugging Face model directory)");
   }
   KUIPER_ASSIGN_OR_RETURN(LlamaConfig c, load_hf_llama_config((root / "config.json").string()));
