@@ -28,15 +28,18 @@ std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 bool is_float(DataType d) { return d == DataType::kFP32 || d == DataType::kFP16 || d == DataType::kBF16; }
 
+// Whether a file of the model directory is there; one that is there but unreadable (a FIFO, a
+// symlink loop) counts as present, so that opening it reports why.
+bool present(const fs::path& path) { return check_regular_file(path.string()).code() != StatusCode::kNotFound; }
+
 // The safetensors files of a model and which of them holds each tensor.
 class WeightFiles {
  public:
   static StatusOr<WeightFiles> open(const fs::path& dir) {
     WeightFiles files;
-    std::error_code unreachable;  // then the file counts as absent
-    if (fs::exists(dir / kIndexFile, unreachable)) {
+    if (present(dir / kIndexFile)) {
       KUIPER_RETURN_IF_ERROR(files.open_shards(dir, (dir / kIndexFile).string()));
-    } else if (fs::exists(dir / kSingleFile, unreachable)) {
+    } else if (present(dir / kSingleFile)) {
       KUIPER_RETURN_IF_ERROR(files.add_file((dir / kSingleFile).string()));
     } else {
       return not_found(dir.string() + ": no " + kSingleFile + " or " + kIndexFile +
@@ -236,8 +239,7 @@ StatusOr<Tensor> unpermute_rope_rows(const Tensor& hf_weight, int n_heads) {
 StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   const fs::path root(dir);
   KUIPER_RETURN_IF_ERROR(check_directory(dir));
-  std::error_code unreachable;
-  if (!fs::exists(root / "config.json", unreachable)) {
+  if (!present(root / "config.json")) {
     return not_found(dir + ": no config.json (not a Hugging Face model directory)");
   }
   KUIPER_ASSIGN_OR_RETURN(LlamaConfig c, load_hf_llama_config((root / "config.json").string()));
