@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ids.ok()) (void)t.decode(*ids);
   }
   std::vector<int32_t> ids(size / sizeof(int32_t));
-  std::memcpy(ids.data(), data, ids.size() * sizeof(int32_t));
+  if (!ids.empty()) std::memcpy(ids.data(), data, ids.size() * sizeof(int32_t));
   (void)t.decode(ids);
   return 0;
 }
