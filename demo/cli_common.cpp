@@ -110,6 +110,8 @@ template <typename Loaded>
 StatusOr<Checkpoint> load_checkpoint_and_tokenizer(const ModelFlags& flags, Loaded& loaded) {
   KUIPER_RETURN_IF_ERROR(validate(flags.sampler));
   loaded.model_path = flags.model.empty() ? default_model_path() : flags.model;
+  // A directory is a Hugging Face model; anything else must be a regular file (a FIFO would hang
+  // the tokenizer search and the loader), and a path that cannot be reached says why.
   std::error_code unreachable;
   if (!fs::is_directory(loaded.model_path, unreachable)) KUIPER_RETURN_IF_ERROR(check_regular_file(loaded.model_path));
   if (flags.tokenizer.empty()) {
