@@ -97,6 +97,19 @@ def file_cases(c, tmp):
     c.refused("symlink loop as tokenizer", "llama_infer", ["-t", loop, "-n", "2"], [loop, "symbolic links"])
     c.refused("symlink loop above the model", "llama_infer", ["-m", os.path.join(loop, "model.bin"), "-n", "2"],
               ["symbolic links"])
+    # An unsearchable directory above the model or tokenizer (root searches every directory).
+    locked = os.path.join(tmp, "locked")
+    os.makedirs(locked)
+    shutil.copyfile(TOK512, os.path.join(locked, "tok512.model"))
+    os.chmod(locked, 0)
+    if os.geteuid() == 0:
+        print("[skip] unsearchable directory: running as root")
+    else:
+        c.refused("unsearchable directory above the model", "llama_infer",
+                  ["-m", os.path.join(locked, "model.bin"), "-n", "2"], ["permission denied"])
+        c.refused("unsearchable directory above the tokenizer", "llama_infer",
+                  ["-t", os.path.join(locked, "tok512.model"), "-n", "2"], ["permission denied"])
+    os.chmod(locked, 0o700)
     # Hugging Face directories whose parts are FIFOs or loops.
     for name, source, part in [("FIFO as safetensors file", HF_SINGLE, "model.safetensors"),
                                ("FIFO as safetensors shard", HF_SHARDED, "model-00002-of-00003.safetensors"),
