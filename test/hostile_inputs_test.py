@@ -161,6 +161,14 @@ def tokenizer_json_cases(c, tmp):
                   ["tokenizer.json", "vocab", spelled], stdin=b"ab")
 
 
+def fuzz_finding_cases(c):
+    # Inputs the fuzz harnesses found (test/fuzz/corpus), through the programs.
+    corpus = os.path.join(ROOT, "test/fuzz/corpus")
+    empty_piece = os.path.join(corpus, "fuzz_tokenizer_file_sentencepiece/empty-piece-darts-exception")
+    c.refused("SentencePiece model with an empty piece (libsentencepiece throws)", "kuiper_tokenize",
+              ["-t", empty_piece], [empty_piece, "not a valid SentencePiece model"], stdin=b"hello")
+
+
 def export_cases(c, tmp):
     model = os.path.join(tmp, "same", "model.bin")
     os.makedirs(os.path.dirname(model))
@@ -205,6 +213,7 @@ def main():
         file_cases(c, tmp)
         number_cases(c, tmp)
         tokenizer_json_cases(c, tmp)
+        fuzz_finding_cases(c)
         export_cases(c, tmp)
         chat_cases(c, tmp, args.cuda_built == "ON")
     finally:
