@@ -4,6 +4,8 @@
 #include <iostream>
 #include <random>
 
+#include "kuiper/base/regular_file.h"
+#include "kuiper/checkpoint/check_tensors.h"
 #include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/model/int4_quantize.h"
 #include "kuiper/model/int8_quantize.h"
@@ -18,10 +20,12 @@ std::string default_model_path() { return std::string(KUIPER_MODELS_DIR) + "/sto
 // The tokenizer that belongs to a model: a known name in the model's directory, in the order
 // load_tokenizer prefers them in a directory.
 StatusOr<std::string> find_tokenizer(const std::string& model_path) {
-  const fs::path dir = fs::is_directory(model_path) ? fs::path(model_path) : fs::path(model_path).parent_path();
+  std::error_code unreachable;  // a path that cannot be examined holds no tokenizer
+  const fs::path dir = fs::is_directory(model_path, unreachable) ? fs::path(model_path)
+                                                                 : fs::path(model_path).parent_path();
   for (const char* name : {"tokenizer.model", "tokenizer.json", "tok512.model", "tokenizer.bin", "tok512.bin"}) {
     const fs::path candidate = dir / name;
-    if (fs::exists(candidate)) return candidate.string();
+    if (fs::exists(candidate, unreachable)) return candidate.string();
   }
   return not_found("no tokenizer found next to " + model_path + " (pass one with -t)");
 }
@@ -48,12 +52,13 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
          "int8/int4: same as --dtype int8/int4; none: weights as --dtype says")
       ->check(CLI::IsMember({"int8", "int4", "none"}));
   app.add_option("--group-size", flags.group_size, "int8/int4 weights per scale (default: as stored, or int8 64, int4 32)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--int4-scheme", flags.int4_scheme,
                  "int4 at load: min (scale and minimum per group) or symmetric (default: as stored, or min)")
       ->check(CLI::IsMember({"symmetric", "min"}));
   app.add_option("-c,--context", flags.context, "context length in tokens (default: the model's maximum, at most 4096)")
       ->check(CLI::Range(1, 1 << 24));
+  app.add_flag("--check-tensors", flags.check_tensors, "refuse weights holding NaN or Inf (reads the whole file)");
   if (!sampling) return;
   app.add_option("--temp", flags.sampler.temperature, "sampling temperature, 0 = greedy")
       ->check(CLI::Range(0.0, 100.0));
@@ -114,13 +119,17 @@ template <typename Loaded>
 StatusOr<Checkpoint> load_checkpoint_and_tokenizer(const ModelFlags& flags, Loaded& loaded) {
   KUIPER_RETURN_IF_ERROR(validate(flags.sampler));
   loaded.model_path = flags.model.empty() ? default_model_path() : flags.model;
-  if (!fs::exists(loaded.model_path)) return not_found(loaded.model_path + ": no such file or directory");
+  // A directory is a Hugging Face model; anything else must be a regular file (a FIFO would hang
+  // the tokenizer search and the loader), and a path that cannot be reached says why.
+  std::error_code unreachable;
+  if (!fs::is_directory(loaded.model_path, unreachable)) KUIPER_RETURN_IF_ERROR(check_regular_file(loaded.model_path));
   if (flags.tokenizer.empty()) {
     KUIPER_ASSIGN_OR_RETURN(loaded.tokenizer_path, find_tokenizer(loaded.model_path));
   } else {
     loaded.tokenizer_path = flags.tokenizer;
   }
   KUIPER_ASSIGN_OR_RETURN(Checkpoint checkpoint, load_checkpoint(loaded.model_path, {flags.format}));
+  if (flags.check_tensors) KUIPER_RETURN_IF_ERROR(check_tensors_finite(checkpoint));
   KUIPER_ASSIGN_OR_RETURN(loaded.tokenizer, load_tokenizer(loaded.tokenizer_path));
   if (loaded.tokenizer->vocab_size() != checkpoint.config.vocab_size) {
     return invalid_argument("tokenizer " + loaded.tokenizer_path + " has " +

@@ -25,11 +25,12 @@ struct ModelFlags {
   int group_size = 0;     // int8/int4 weights per scale when quantizing at load; 0 = as stored or the default
   std::string int4_scheme;  // "symmetric" or "min" when quantizing to int4 at load; empty = as stored or min
   int context = 0;        // 0 = the model's maximum
+  bool check_tensors = false;  // scan the weights for NaN/Inf at load
   SamplerConfig sampler{1.0f, 0.9f, 0, 0};
   std::optional<uint64_t> seed;
 };
 
-// Adds -m/-t/--format/--device/--dtype (alias --quant int8|int4)/--group-size/--int4-scheme/-c and, when
+// Adds -m/-t/--format/--device/--dtype (alias --quant int8|int4)/--group-size/--int4-scheme/-c/--check-tensors and, when
 // `sampling`, --temp/--top-p/--top-k/--min-p/--seed.
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling = true);
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli_common.h"
+#include "guarded_main.h"
 #include "kuiper/engine/engine.h"
 #include "kuiper/generation/chat_template_choice.h"
 #include "server/http_routes.h"
@@ -55,7 +56,8 @@ void add_server_flags(CLI::App& app, ServerFlags& flags) {
 
 std::string default_model_name(const std::string& model_path) {
   const std::filesystem::path path(model_path);
-  return std::filesystem::is_directory(path) ? path.filename().string() : path.stem().string();
+  std::error_code unreachable;  // the loader has already reported an unreadable path
+  return std::filesystem::is_directory(path, unreachable) ? path.filename().string() : path.stem().string();
 }
 
 int64_t unix_seconds() {
@@ -152,5 +154,5 @@ int serve(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
-  return kuiper::serve(argc, argv);
+  return kuiper::cli::guarded_main("kuiper_server", [&] { return kuiper::serve(argc, argv); });
 }

@@ -5,13 +5,14 @@
 // empty strings survive) and answers one line per case: ids when encoding, hex text when
 // decoding. scripts/tokenizer_reference.py drives it this way.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 
+#include "guarded_main.h"
+#include "kuiper/base/regular_file.h"
 #include "kuiper/tokenizer/tokenizer.h"
 
 namespace {
@@ -27,9 +28,7 @@ StatusOr<std::string> read_input(const std::string& file) {
   if (file.empty()) {
     return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return kuiper::not_found(file + ": cannot open input file");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return kuiper::read_regular_file(file);
 }
 
 StatusOr<std::vector<int32_t>> parse_ids(const std::string& text, int32_t vocab_size) {
@@ -107,7 +106,7 @@ StatusOr<std::string> run_case(const kuiper::Tokenizer& tokenizer, const std::st
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int program_main(int argc, char** argv) {
   CLI::App app{"Encode text to token ids, or decode ids to text.", "kuiper_tokenize"};
   std::string tokenizer_path, input_file;
   bool add_bos = false, allow_special = false, decode = false, batch = false;
@@ -149,4 +148,8 @@ int main(int argc, char** argv) {
     std::fputc('\n', stdout);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kuiper::cli::guarded_main("kuiper_tokenize", [&] { return program_main(argc, argv); });
 }

@@ -15,6 +15,7 @@
 
 #include "batch_bench.h"
 #include "cli_common.h"
+#include "guarded_main.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
 
 namespace kuiper {
@@ -144,7 +145,7 @@ Status run_batched(cli::ModelFlags flags, const std::string& shape, cli::BatchBe
 }  // namespace
 }  // namespace kuiper
 
-int main(int argc, char** argv) {
+static int program_main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   using namespace kuiper;
 
@@ -154,11 +155,11 @@ int main(int argc, char** argv) {
   int prompt_tokens = 128, decode_tokens = 64, repeats = 3;
   cli::add_model_flags(app, flags, /*sampling=*/false);
   app.add_option("--shape", shape, "random-weight model instead of a file: preset or dim,hidden,layers,heads,kv,vocab");
-  app.add_option("--prompt", prompt_tokens, "prefill length in tokens")->check(CLI::PositiveNumber);
-  app.add_option("--decode", decode_tokens, "tokens decoded per measurement")->check(CLI::PositiveNumber);
+  app.add_option("--prompt", prompt_tokens, "prefill length in tokens")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--decode", decode_tokens, "tokens decoded per measurement")->check(CLI::Range(1, 1 << 24));
   app.add_option("--contexts", contexts, "comma-separated cache fill levels at which decode is timed");
   app.add_option("--batch", batches, "comma-separated sequence counts: aggregate decode of several sequences in the engine");
-  app.add_option("--repeats", repeats, "measurements per figure (the median is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", repeats, "measurements per figure (the median is reported)")->check(CLI::Range(1, 1 << 24));
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
   const std::vector<int> fill_levels = parse_int_list(contexts);
@@ -277,4 +278,8 @@ int main(int argc, char** argv) {
     if (alloc.ok()) std::printf("peak device memory (kuiper pool): %.2f GB\n", (*alloc)->peak_bytes() / 1e9);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kuiper::cli::guarded_main("llama_bench", [&] { return program_main(argc, argv); });
 }

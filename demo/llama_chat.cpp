@@ -12,6 +12,7 @@
 
 #include "chat_terminal.h"
 #include "cli_common.h"
+#include "guarded_main.h"
 #include "kuiper/generation/chat_template_choice.h"
 #include "kuiper/generation/conversation.h"
 
@@ -86,10 +87,12 @@ class Chat {
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (!stats.ok()) {
-      std::fprintf(stderr, "%s: %s\n", kProgram, stats.status().message().c_str());
-      // A turn that does not fit is refused and the chat goes on; anything else is a failure
-      // of the model or device, after which the cache cannot be trusted.
-      failed_ = stats.status().code() != StatusCode::kOutOfRange;
+      // A turn that does not fit, or whose text the tokenizer refuses (invalid UTF-8), is refused
+      // and the chat goes on; anything else is a failure of the model or device, after which
+      // the cache cannot be trusted.
+      const StatusCode code = stats.status().code();
+      failed_ = code != StatusCode::kOutOfRange && code != StatusCode::kInvalidArgument;
+      std::fprintf(stderr, "%s: %s%s\n", kProgram, failed_ ? "" : "turn refused: ", stats.status().message().c_str());
       return !failed_;
     }
     last_ = *stats;
@@ -134,7 +137,7 @@ int run(int argc, char** argv) {
                  "chat layout: llama2, llama3, chatml, mistral, or auto (from the model's chat_template, "
                  "generation_config.json or tokenizer)")
       ->check(CLI::IsMember({"auto", "llama2", "llama3", "chatml", "mistral"}));
-  app.add_option("--max-reply", chat.max_reply, "maximum tokens per reply")->check(CLI::PositiveNumber);
+  app.add_option("--max-reply", chat.max_reply, "maximum tokens per reply")->check(CLI::Range(1, 1 << 24));
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
   EngineOptions engine_options;
@@ -176,5 +179,5 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
-  return kuiper::run(argc, argv);
+  return kuiper::cli::guarded_main("llama_chat", [&] { return kuiper::run(argc, argv); });
 }

@@ -8,8 +8,9 @@
 #include <cstdio>
 
 #include "cli_common.h"
+#include "guarded_main.h"
 
-int main(int argc, char** argv) {
+static int program_main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   using namespace kuiper;
   using Clock = std::chrono::steady_clock;
@@ -68,4 +69,8 @@ int main(int argc, char** argv) {
                decode > 0 ? decoded / decode : 0.0,
                last.finish == FinishReason::kStop ? "end of text" : finish_reason_name(last.finish));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kuiper::cli::guarded_main("llama_infer", [&] { return program_main(argc, argv); });
 }

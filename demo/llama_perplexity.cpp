@@ -8,21 +8,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli_common.h"
+#include "guarded_main.h"
+#include "kuiper/base/regular_file.h"
 
 namespace kuiper {
 namespace {
-
-StatusOr<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open text file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // −log softmax(logits)[target], in double precision.
 double negative_log_likelihood(const float* logits, int64_t vocab, int32_t target) {
@@ -60,7 +52,7 @@ StatusOr<Score> score(LlamaModel& model, int32_t bos, const std::vector<int32_t>
 }  // namespace
 }  // namespace kuiper
 
-int main(int argc, char** argv) {
+static int program_main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   using namespace kuiper;
 
@@ -71,10 +63,10 @@ int main(int argc, char** argv) {
   cli::add_model_flags(app, flags, /*sampling=*/false);
   app.add_option("-f,--file", text_path, "text file to score")->required();
   app.add_option("--max-tokens", max_tokens, "score only the first N tokens of the text (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
-  auto text = read_text(text_path);
+  auto text = read_regular_file(text_path);
   if (!text.ok()) return cli::fail("llama_perplexity", text.status());
   auto loaded = cli::load_model(flags);
   if (!loaded.ok()) return cli::fail("llama_perplexity", loaded.status());
@@ -97,4 +89,8 @@ int main(int argc, char** argv) {
   std::printf("mean NLL %.5f nats/token, perplexity %.4f (%.1f s)\n", result->total_nll / result->scored,
               result->perplexity(), secs);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kuiper::cli::guarded_main("llama_perplexity", [&] { return program_main(argc, argv); });
 }

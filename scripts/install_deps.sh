@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what kuiper needs on Debian 12 / Ubuntu: build tools and libraries from the
-# distribution, and the Python reference tokenizers the tests compare against. Idempotent:
-# packages already present are skipped.
+# distribution (clang, its libFuzzer/sanitizer runtimes and libomp for the fuzz harnesses), and
+# the Python reference tokenizers the tests compare against. Idempotent: packages already
+# present are skipped.
 set -euo pipefail
 
 debs=(cmake ninja-build g++ pkg-config ccache python3 python3-pip
       libgoogle-glog-dev libgflags-dev libarmadillo-dev libopenblas-dev libsentencepiece-dev
       libgtest-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev libreadline-dev
-      libcpp-httplib-dev)
+      libcpp-httplib-dev clang libclang-rt-14-dev libomp-dev)
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

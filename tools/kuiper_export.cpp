@@ -15,6 +15,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "demo/guarded_main.h"
+#include "kuiper/checkpoint/check_tensors.h"
 #include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/checkpoint/formats/kuiper_format.h"
@@ -45,6 +47,7 @@ void install_interrupt_cleanup(const std::string& out_path) {
 struct Flags {
   std::string in, out, in_format = "auto", quant = "int8", dtype, out_format = "kuiper", int4_scheme = "min";
   int group_size = 0;  // 0: the quantization's default
+  bool check_tensors = false;
 };
 
 StatusOr<WeightFormat> weight_format(const Flags& f) {
@@ -99,10 +102,14 @@ class ProgressReport {
 
 Status run(const Flags& flags) {
   KUIPER_ASSIGN_OR_RETURN(WeightFormat format, weight_format(flags));
-  if (std::filesystem::absolute(flags.in) == std::filesystem::absolute(flags.out)) {
-    return invalid_argument("input and output are the same file");
+  // The same file may be spelled differently (through "..", a symlink or a hard link): compare
+  // the files themselves. An OUT that does not exist yet cannot be IN.
+  std::error_code not_both_present;
+  if (flags.in == flags.out || std::filesystem::equivalent(flags.in, flags.out, not_both_present)) {
+    return invalid_argument("input " + flags.in + " and output " + flags.out + " are the same file");
   }
   KUIPER_ASSIGN_OR_RETURN(Checkpoint in, load_checkpoint(flags.in, {flags.in_format}));
+  if (flags.check_tensors) KUIPER_RETURN_IF_ERROR(check_tensors_finite(in));
   std::printf("read %s: %s, %s\n", flags.in.c_str(), in.format.c_str(), in.config.summary().c_str());
   if (flags.out_format == "llama2c-v2") {
     KUIPER_RETURN_IF_ERROR(check_llama2c_v2_group_size(in.config, format.group_size));
@@ -117,7 +124,7 @@ Status run(const Flags& flags) {
   KUIPER_RETURN_IF_ERROR(flags.out_format == "llama2c-v2" ? save_llama2c_v2(out, flags.out)
                                                            : save_kuiper(out, flags.out));
   std::error_code ec;
-  const auto in_bytes = std::filesystem::is_regular_file(flags.in) ? std::filesystem::file_size(flags.in, ec) : 0;
+  const auto in_bytes = std::filesystem::is_regular_file(flags.in, ec) ? std::filesystem::file_size(flags.in, ec) : 0;
   const auto out_bytes = std::filesystem::file_size(flags.out, ec);
   std::printf("wrote %s: %s %s, %llu bytes", flags.out.c_str(), flags.out_format.c_str(),
               weight_format_name(format).c_str(), static_cast<unsigned long long>(out_bytes));
@@ -129,7 +136,7 @@ Status run(const Flags& flags) {
 }  // namespace
 }  // namespace kuiper
 
-int main(int argc, char** argv) {
+static int program_main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   using namespace kuiper;
   CLI::App app{"Re-store a checkpoint quantized to int8 or int4 or in a float dtype.", "kuiper_export"};
@@ -139,11 +146,12 @@ int main(int argc, char** argv) {
   app.add_option("--format", flags.in_format, "input format (default: recognised from the file)")
       ->check(CLI::IsMember(checkpoint_format_names()));
   app.add_option("--quant", flags.quant, "int8 (default), int4 or none")->check(CLI::IsMember({"int8", "int4", "none"}));
-  app.add_option("--group-size", flags.group_size, "weights per scale (default: int8 64, int4 32)")->check(CLI::PositiveNumber);
+  app.add_option("--group-size", flags.group_size, "weights per scale (default: int8 64, int4 32)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--int4-scheme", flags.int4_scheme, "int4: min (default; scale and minimum per group) or symmetric (scale per group)")
       ->check(CLI::IsMember({"symmetric", "min"}));
   app.add_option("--dtype", flags.dtype, "dtype with --quant none: fp32 (default), fp16, bf16")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_flag("--check-tensors", flags.check_tensors, "refuse weights holding NaN or Inf before converting");
   app.add_option("--out-format", flags.out_format, "kuiper (default) or llama2c-v2")
       ->check(CLI::IsMember({"kuiper", "llama2c-v2"}));
   try {
@@ -157,4 +165,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kuiper::cli::guarded_main("kuiper_export", [&] { return program_main(argc, argv); });
 }

@@ -1,5 +1,6 @@
 // Device services for CUDA builds: GPU discovery, a caching device allocator, copies and waits.
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -21,13 +22,18 @@ const CudaProbe& probe() {
     CudaProbe p;
     int count = 0;
     const cudaError_t error = cudaGetDeviceCount(&count);
-    if (error != cudaSuccess) {
-      p.reason = std::string("CUDA cannot be used: ") + cudaGetErrorString(error);
-      cudaGetLastError();  // clear it, so that it does not surface as a later launch failure
-    } else if (count == 0) {
-      p.reason = "no CUDA GPU found";
-    } else {
+    // On a machine without a GPU, and so without the NVIDIA driver's device node, the runtime
+    // answers "CUDA driver version is insufficient": what the user needs to hear is that there
+    // is no GPU. With the node present the driver really is too old, and that is said.
+    std::error_code no_node;
+    const bool no_device = error == cudaErrorNoDevice || (error == cudaSuccess && count == 0) ||
+                           (error == cudaErrorInsufficientDriver && !std::filesystem::exists("/dev/nvidiactl", no_node));
+    if (error == cudaSuccess && count > 0) {
       p.available = true;
+    } else {
+      p.reason = no_device ? std::string("no CUDA device found")
+                           : std::string("CUDA cannot be used: ") + cudaGetErrorString(error);
+      cudaGetLastError();  // clear it, so that it does not surface as a later launch failure
     }
     return p;
   }();

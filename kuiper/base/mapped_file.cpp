@@ -1,5 +1,7 @@
 #include "kuiper/base/mapped_file.h"
 
+#include "kuiper/base/regular_file.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,21 +13,14 @@
 namespace kuiper {
 
 StatusOr<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return not_found(path + ": no such file");
-    return io_error(path + ": " + std::strerror(err));
-  }
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before fstat could refuse it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return file_error(path, errno);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
+  Status kind = ::fstat(fd, &st) == 0 ? regular_file_status(path, st) : file_error(path, errno);
+  if (!kind.ok()) {
     ::close(fd);
-    return io_error(path + ": " + std::strerror(err));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument(path + ": is a directory, expected a file");
+    return kind;
   }
   if (st.st_size == 0) {
     ::close(fd);

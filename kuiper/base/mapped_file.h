@@ -12,7 +12,8 @@ namespace kuiper {
 
 class MappedFile {
  public:
-  // Fails with a message naming the file when it is missing, unreadable or empty.
+  // Fails with a message naming the file when it is missing, unreadable, empty or not a regular
+  // file (a FIFO would block the reader forever).
   static StatusOr<std::shared_ptr<MappedFile>> open(const std::string& path);
 
   MappedFile(const MappedFile&) = delete;

@@ -41,7 +41,8 @@ StatusOr<Checkpoint> load_checkpoint(const std::string& path, const LoadOptions&
   LoadOptions options = given;
   options.format = canonical_format_name(given.format);
   // A directory is a Hugging Face model (config.json + safetensors); files go by their content.
-  if (std::filesystem::is_directory(path) &&
+  std::error_code not_a_directory;  // a path stat() cannot reach is reported by the file's open
+  if (std::filesystem::is_directory(path, not_a_directory) &&
       (options.format == "auto" || options.format == hf_safetensors_format().name)) {
     return load_hf_checkpoint(path);
   }

@@ -3,11 +3,10 @@
 // {"name", "template"} of which "default" is the chat one; newer exports keep it in
 // chat_template.jinja instead. generation_config.json's "eos_token_id" is an id or a list.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "kuiper/base/regular_file.h"
 #include "kuiper/generation/chat_template_choice.h"
 
 namespace kuiper {
@@ -20,11 +19,8 @@ using json = nlohmann::json;
 StatusOr<std::optional<std::string>> read_if_present(const fs::path& path) {
   std::error_code error;
   if (!fs::is_regular_file(path, error)) return std::optional<std::string>();
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof()) return io_error(path.string() + ": cannot be read");
-  return std::optional<std::string>(text.str());
+  KUIPER_ASSIGN_OR_RETURN(std::string text, read_regular_file(path.string()));
+  return std::optional<std::string>(std::move(text));
 }
 
 StatusOr<json> parse_object(const fs::path& path, const std::string& text) {

@@ -10,7 +10,7 @@ namespace kuiper {
 inline constexpr int kDefaultInt8GroupSize = 64;
 
 // Quantizes a 2-d fp32/fp16/bf16 tensor; refuses when its element count is not a multiple
-// of `group_size` or a weight is not finite.
+// of `group_size` or when it holds a NaN or ±Inf.
 StatusOr<op::Weight> quantize_int8(const Tensor& values, int group_size);
 
 // The fp32 values an int8 weight stands for (host tensor [rows, cols]).

@@ -1,7 +1,7 @@
 #include "kuiper/model/quantize_common.h"
 
-#include <cmath>
 
+#include "kuiper/model/finite_values.h"
 #include "kuiper/model/float_convert.h"
 
 namespace kuiper {
@@ -17,13 +17,10 @@ StatusOr<Tensor> quantization_source(const Tensor& values, int group_size) {
                             std::to_string(group_size) + ": its " + std::to_string(src.numel()) +
                             " elements are not a whole number of groups");
   }
-  const float* w = src.data<float>();
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    if (!std::isfinite(w[i])) {
-      return invalid_argument("weight [" + std::to_string(i / src.dim(1)) + ", " + std::to_string(i % src.dim(1)) +
-                              "] of " + values.describe() + " is " + std::to_string(w[i]) +
-                              "; a non-finite weight cannot be quantized");
-    }
+  // A NaN or Inf would become an integer, which is undefined behaviour.
+  if (const int64_t bad = first_non_finite(src.data<float>(), src.numel()); bad >= 0) {
+    return invalid_argument("cannot quantize " + values.describe() + ": weight [" + std::to_string(bad / src.dim(1)) +
+                            ", " + std::to_string(bad % src.dim(1)) + "] is " + non_finite_name(src.data<float>()[bad]));
   }
   return src;
 }

@@ -1,6 +1,8 @@
 // SentencePiece .model files (LLaMA 2, tok512), through libsentencepiece. Encoding is the
 // library's; token_bytes reproduces the library's DecodeIds piece by piece so that streaming
 // output equals whole-sequence decoding.
+#include <exception>
+
 #include <sentencepiece_processor.h>
 
 #include "kuiper/tokenizer/byte_piece.h"
@@ -32,7 +34,14 @@ class SentencePieceTokenizer final : public Tokenizer {
                                                    const std::string& path) {
     auto tokenizer = std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer());
     sentencepiece::SentencePieceProcessor& sp = tokenizer->processor_;
-    const auto status = sp.LoadFromSerializedProto(content);
+    sentencepiece::util::Status status;
+    try {
+      status = sp.LoadFromSerializedProto(content);
+    } catch (const std::exception& e) {
+      // libsentencepiece throws on some malformed models (its trie builder refuses an empty
+      // piece) instead of returning a status; found by fuzz_tokenizer_file_sentencepiece.
+      return invalid_format(path + ": not a valid SentencePiece model (" + e.what() + ")");
+    }
     if (!status.ok()) {
       return invalid_format(path + ": not a valid SentencePiece model (" + status.ToString() + ")");
     }

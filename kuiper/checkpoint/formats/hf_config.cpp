@@ -1,11 +1,11 @@
 #include "kuiper/checkpoint/formats/hf_config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "kuiper/base/regular_file.h"
 
 namespace kuiper {
 namespace {
@@ -220,12 +220,8 @@ StatusOr<LlamaConfig> parse_hf_llama_config(const std::string& json_text, const 
 }
 
 StatusOr<LlamaConfig> load_hf_llama_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return io_error(path + ": read failed");
-  return parse_hf_llama_config(text.str(), path);
+  KUIPER_ASSIGN_OR_RETURN(const std::string text, read_regular_file(path));
+  return parse_hf_llama_config(text, path);
 }
 
 }  // namespace kuiper

@@ -2,14 +2,13 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <glog/logging.h>
 #include <nlohmann/json.hpp>
 
+#include "kuiper/base/regular_file.h"
 #include "kuiper/checkpoint/formats/formats.h"
 #include "kuiper/checkpoint/formats/hf_config.h"
 #include "kuiper/checkpoint/formats/safetensors.h"
@@ -29,14 +28,18 @@ std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 bool is_float(DataType d) { return d == DataType::kFP32 || d == DataType::kFP16 || d == DataType::kBF16; }
 
+// Whether a file of the model directory is there; one that is there but unreadable (a FIFO, a
+// symlink loop) counts as present, so that opening it reports why.
+bool present(const fs::path& path) { return check_regular_file(path.string()).code() != StatusCode::kNotFound; }
+
 // The safetensors files of a model and which of them holds each tensor.
 class WeightFiles {
  public:
   static StatusOr<WeightFiles> open(const fs::path& dir) {
     WeightFiles files;
-    if (fs::exists(dir / kIndexFile)) {
+    if (present(dir / kIndexFile)) {
       KUIPER_RETURN_IF_ERROR(files.open_shards(dir, (dir / kIndexFile).string()));
-    } else if (fs::exists(dir / kSingleFile)) {
+    } else if (present(dir / kSingleFile)) {
       KUIPER_RETURN_IF_ERROR(files.add_file((dir / kSingleFile).string()));
     } else {
       return not_found(dir.string() + ": no " + kSingleFile + " or " + kIndexFile +
@@ -91,12 +94,10 @@ class WeightFiles {
 
   // The index maps every tensor name to a shard file in the same directory.
   Status open_shards(const fs::path& dir, const std::string& index_path) {
-    std::ifstream in(index_path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
+    KUIPER_ASSIGN_OR_RETURN(const std::string text, read_regular_file(index_path));
     json index;
     try {
-      index = json::parse(text.str());
+      index = json::parse(text);
     } catch (const json::exception& e) {
       return invalid_format(index_path + ": not valid JSON: " + e.what());
     }
@@ -237,7 +238,8 @@ StatusOr<Tensor> unpermute_rope_rows(const Tensor& hf_weight, int n_heads) {
 
 StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   const fs::path root(dir);
-  if (!fs::exists(root / "config.json")) {
+  KUIPER_RETURN_IF_ERROR(check_directory(dir));
+  if (!present(root / "config.json")) {
     return not_found(dir + ": no config.json (not a Hugging Face model directory)");
   }
   KUIPER_ASSIGN_OR_RETURN(LlamaConfig c, load_hf_llama_config((root / "config.json").string()));

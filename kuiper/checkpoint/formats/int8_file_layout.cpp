@@ -1,7 +1,6 @@
 #include "kuiper/checkpoint/formats/int8_file_layout.h"
 
-#include <cstdlib>
-
+#include "kuiper/checkpoint/formats/llama2c_header.h"
 #include "kuiper/op/int8_weight.h"
 
 namespace kuiper {
@@ -17,9 +16,10 @@ StatusOr<LlamaConfig> read_int8_header_dims(FileCursor& cursor) {
   c.n_layers = v[2];
   c.n_heads = v[3];
   c.n_kv_heads = v[4];
-  c.vocab_size = std::abs(v[5]);
+  const SignedVocab vocab = decode_signed_vocab(v[5]);
+  c.vocab_size = vocab.size;
   c.max_seq_len = v[6];
-  c.shared_classifier = v[5] > 0;
+  c.shared_classifier = vocab.shared_classifier;
   Status valid = c.validate();
   if (!valid.ok()) return Status(valid.code(), cursor.file()->path() + ": " + valid.message());
   return c;

@@ -1,7 +1,5 @@
 // llama2.c checkpoints (fp32): the legacy v0 layout (7-int header, no magic) and v1 ("ak42"
 // magic, 256-byte header). See karpathy/llama2.c export.py for the writer.
-#include <cmath>
-
 #include "kuiper/checkpoint/checkpoint.h"
 #include "kuiper/checkpoint/formats/formats.h"
 #include "kuiper/checkpoint/formats/llama2c_header.h"
@@ -119,9 +117,9 @@ size_t v0_expected_size(const LlamaConfig& c) {
 
 StatusOr<LlamaConfig> v0_config(const MappedFile& file, FileCursor& cursor) {
   KUIPER_ASSIGN_OR_RETURN(Llama2cHeader h, read_dims(cursor));
-  const bool shared = h.vocab_size > 0;
-  h.vocab_size = std::abs(h.vocab_size);
-  return config_from(h, shared, file.path());
+  const SignedVocab vocab = decode_signed_vocab(h.vocab_size);
+  h.vocab_size = vocab.size;
+  return config_from(h, vocab.shared_classifier, file.path());
 }
 
 bool detect_v0(const std::shared_ptr<MappedFile>& file) {

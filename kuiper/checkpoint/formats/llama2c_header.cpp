@@ -1,8 +1,14 @@
 #include "kuiper/checkpoint/formats/llama2c_header.h"
 
 #include <cstring>
+#include <limits>
 
 namespace kuiper {
+
+SignedVocab decode_signed_vocab(int32_t stored) {
+  if (stored == std::numeric_limits<int32_t>::min()) return {0, false};  // -INT32_MIN overflows
+  return {stored < 0 ? -stored : stored, stored > 0};
+}
 
 bool has_llama2c_header(const MappedFile& file, int32_t version) {
   if (file.size() < 8) return false;

@@ -16,6 +16,14 @@ namespace kuiper {
 inline constexpr uint32_t kLlama2cMagic = 0x616b3432;  // "ak42" read as a little-endian uint32
 inline constexpr size_t kLlama2cHeaderBytes = 256;
 
+// The legacy 7-int header (llama2.c v0, and KuiperLLama's int8 files after it) stores an
+// unshared classifier as a negative vocab size.
+struct SignedVocab {
+  int32_t size;  // 0 for INT32_MIN, which has no positive counterpart (validate() refuses 0)
+  bool shared_classifier;
+};
+SignedVocab decode_signed_vocab(int32_t stored);
+
 // True when `file` starts with the magic and `version`.
 bool has_llama2c_header(const MappedFile& file, int32_t version);
 

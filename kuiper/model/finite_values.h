@@ -1,0 +1,16 @@
+// NaN and ±Inf in weights: they turn every logit into NaN, and converting them to an integer
+// (int8 quantization) is undefined behaviour, so they are found before either can happen.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kuiper {
+
+// Index of the first NaN or ±Inf among `n` floats, or -1 when all are finite.
+int64_t first_non_finite(const float* values, int64_t n);
+
+// "NaN", "+Inf" or "-Inf", for messages.
+std::string non_finite_name(float value);
+
+}  // namespace kuiper
