@@ -17,12 +17,15 @@ matrices whose rows are not whole blocks falling back to F16. Checks:
               tokenizer.json files of the LLaMA 3, Qwen2, Qwen3 and SmolLM2 layouts (model "gpt2",
               pre llama-bpe / qwen2 / smollm): kuiper_tokenize on the .gguf against sentencepiece
               and the tokenizers library on the corpus (tokenizer_reference.py's checks)
+  chat        tokenizer.chat_template picks kuiper's layout (llama2, llama3, chatml) from the .gguf
+              alone; an unknown template is refused
   errors      damaged headers: one line on stderr naming the file and the field, non-zero exit
   export      kuiper_export --out-format gguf: gguf.GGUFReader finds llama.cpp's keys and
               tensors, and kuiper re-loads the file with the source's logits
 
 Usage: gguf_reference.py --probe build/test/checkpoint_probe --tokenize build/demo/kuiper_tokenize
-                         --export build/tools/kuiper_export [--source-dir .] [--work-dir D]
+                         --export build/tools/kuiper_export --chat-tool build/test/chat_template_tokens
+                         [--source-dir .] [--work-dir D] [--only models|tokenizers|errors|export]
 """
 import argparse
 import json
@@ -315,9 +318,11 @@ def byte_level_writer(doc, pre, bos=None):
     return write
 
 
-def write_tokenizer(path, writer, arch="llama"):
+def write_tokenizer(path, writer, chat_template=None, arch="llama"):
     w = gguf.GGUFWriter(path, arch)
     writer(w)
+    if chat_template:
+        w.add_chat_template(chat_template)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -325,29 +330,56 @@ def write_tokenizer(path, writer, arch="llama"):
     return path
 
 
-def check_tokenizers(fail, tool_path, src, work):
+def check_chat_template(fail, chat_tool, path, expect):
+    """The template kuiper chooses for a model given only as the .gguf (tokenizer.chat_template)."""
+    result = subprocess.run([chat_tool, "-t", path, "--model", path], input='{"user": "Hi"}\n',
+                            capture_output=True, text=True)
+    if expect == "refused":
+        lines = result.stderr.strip().splitlines()
+        fail.check(result.returncode != 0 and len(lines) == 1 and "tokenizer.chat_template" in lines[0],
+                   f"{os.path.basename(path)}: an unknown chat template is refused: {lines[-1] if lines else ''}")
+        return
+    first = result.stdout.split("\n")[0]
+    fail.check(result.returncode == 0 and first.startswith(f"template {expect} "),
+               f"{os.path.basename(path)}: tokenizer.chat_template chooses {expect}: {first or result.stderr.strip()}")
+
+
+def check_tokenizers(fail, tool_path, chat_tool, src, work):
     texts = tokenizer_reference.load_corpus(os.path.join(src, "test/data/tokenizer_corpus.txt"))
+    templates = {t["name"]: t["template"] for t in
+                 json.load(open(os.path.join(src, "test/data/chat_templates/templates.json")))["templates"]}
     tool = tokenizer_reference.Tool(tool_path)
     report = tokenizer_reference.Report()
     llama2 = sentencepiece.SentencePieceProcessor(model_file=os.path.join(src, "models/tokenizers/llama2/tokenizer.model"))
-    path = write_tokenizer(os.path.join(work, "tok-llama2.gguf"), sentencepiece_writer(llama2))
+    path = write_tokenizer(os.path.join(work, "tok-llama2.gguf"), sentencepiece_writer(llama2), templates["llama-2-chat"])
     tokenizer_reference.check_sentencepiece(tool, report, "GGUF llama (from LLaMA 2's tokenizer.model) vs sentencepiece",
                                             path, llama2, texts)
+    check_chat_template(fail, chat_tool, path, "llama2")
+    gemma = write_tokenizer(os.path.join(work, "tok-llama2-gemma-template.gguf"), sentencepiece_writer(llama2),
+                            templates["gemma-2"])
+    check_chat_template(fail, chat_tool, gemma, "refused")
     ranks = load_tiktoken_bpe(os.path.join(src, "models/tokenizers/llama3/tokenizer.model"))
     vocab, merges = hf_tokenizer_files.byte_level_bpe(ranks)
     layouts = [("llama3", hf_tokenizer_files.llama3(vocab, merges, tokenizer_reference.llama3_special_tokens(), False),
-                "llama-bpe", "<|begin_of_text|>"),
-               ("qwen2", hf_tokenizer_files.qwen(vocab, merges, qwen3=False), "qwen2", None),
-               ("qwen3", hf_tokenizer_files.qwen(vocab, merges, qwen3=True), "qwen2", None),
-               ("smollm2", hf_tokenizer_files.smollm2(vocab, merges), "smollm", None)]
-    for name, doc, pre, bos in layouts:
+                "llama-bpe", "<|begin_of_text|>", "llama-3.1-instruct", "llama3"),
+               ("qwen2", hf_tokenizer_files.qwen(vocab, merges, qwen3=False), "qwen2", None, "qwen2.5-instruct", "chatml"),
+               ("qwen3", hf_tokenizer_files.qwen(vocab, merges, qwen3=True), "qwen2", None, "qwen3", "chatml"),
+               ("smollm2", hf_tokenizer_files.smollm2(vocab, merges), "smollm", None, "smollm2-instruct", "chatml")]
+    for name, doc, pre, bos, template, expect in layouts:
         json_path = tokenizer_reference.write_json(doc, os.path.join(work, f"tok-{name}", "tokenizer.json"))
-        path = write_tokenizer(os.path.join(work, f"tok-{name}.gguf"), byte_level_writer(doc, pre, bos))
+        path = write_tokenizer(os.path.join(work, f"tok-{name}.gguf"), byte_level_writer(doc, pre, bos), templates[template])
         tokenizer_reference.check_hf_file(tool, report, f"GGUF gpt2 pre={pre} ({name} layout) vs tokenizers",
                                           json_path, texts, kuiper_path=path)
+        check_chat_template(fail, chat_tool, path, expect)
     for line in report.lines:
         print("ok    " + line)
     fail.check(not report.failed, f"tokenizers from GGUF metadata: {len(texts)} corpus cases each")
+    # An unknown pre-tokenizer is refused, not guessed.
+    unknown = dict(layouts[1][1])
+    path = write_tokenizer(os.path.join(work, "tok-unknown-pre.gguf"), byte_level_writer(unknown, "falcon"))
+    refused, message = tool.refuses(path, b"x")
+    fail.check(refused and "tokenizer.ggml.pre 'falcon'" in message and len(message.splitlines()) == 1,
+               f"unknown pre-tokenizer refused: {message}")
 
 
 # ---- damaged files ----
@@ -427,6 +459,7 @@ def main():
     parser.add_argument("--probe", required=True)
     parser.add_argument("--tokenize", required=True)
     parser.add_argument("--export", required=True)
+    parser.add_argument("--chat-tool", required=True, help="the built chat_template_tokens program")
     parser.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     parser.add_argument("--work-dir")
     parser.add_argument("--only", choices=["models", "tokenizers", "errors", "export"])
@@ -440,7 +473,7 @@ def main():
     if args.only in (None, "models"):
         check_models(fail, args.probe, src, work)
     if args.only in (None, "tokenizers"):
-        check_tokenizers(fail, args.tokenize, src, work)
+        check_tokenizers(fail, args.tokenize, args.chat_tool, src, work)
     if fail.count:
         print(f"FAILED: {fail.count} checks")
         return 1
