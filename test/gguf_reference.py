@@ -454,6 +454,145 @@ def check_errors(fail, tool, work):
         fail.check(ok, f"refused, {name}: {lines[-1] if lines else '(no message)'}")
 
 
+# ---- kuiper_export --out-format gguf ----
+
+def export(tool, source, out, *flags):
+    result = subprocess.run([tool, source, out, "--out-format", "gguf", *flags], capture_output=True, text=True)
+    return result.returncode, (result.stderr.strip().splitlines() or [""])[-1]
+
+
+def gguf_field(reader, key):
+    field = reader.get_field(key)
+    return None if field is None else field.contents()
+
+
+def same_value(a, b):
+    if isinstance(b, str) or a is None:
+        return a == b
+    return bool(np.allclose(a, b, rtol=1e-7))
+
+
+def check_exported_model(fail, tools, src, work):
+    """The HF fixtures exported by kuiper against the same fixtures written by gguf the converter's way."""
+    for fixture, arch in MODELS:
+        hf_dir = os.path.join(src, "test/data/hf", fixture)
+        cfg = json.load(open(os.path.join(hf_dir, "config.json")))
+        reference = np.array(probe(tools.probe, hf_dir)["logits"])
+        aligned = cfg["hidden_size"] % 32 == 0 and cfg["intermediate_size"] % 32 == 0 and \
+            (cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]) * cfg["num_attention_heads"] % 32 == 0
+        for type_name, flags in [("F32", ["--quant", "none"]), ("F16", ["--quant", "none", "--dtype", "fp16"]),
+                                 ("BF16", ["--quant", "none", "--dtype", "bf16"]), ("Q8_0", [])]:
+            out = os.path.join(work, f"exported-{fixture}-{type_name}.gguf")
+            label = f"kuiper_export {fixture} -> GGUF {type_name}"
+            code, message = export(tools.export, hf_dir, out, *flags)
+            if type_name == "Q8_0" and not aligned:
+                fail.check(code != 0 and "groups of 32" in message, f"{label}: refused (rows not whole Q8_0 blocks): {message}")
+                continue
+            if code != 0:
+                fail.check(False, f"{label}: {message}")
+                continue
+            mine = gguf.GGUFReader(out)
+            theirs = gguf.GGUFReader(write_model(hf_dir, arch, TYPES[type_name], os.path.join(work, f"gguf-{fixture}-{type_name}.gguf")))
+            keys = {f.name: f.contents() for f in theirs.fields.values() if f.name.startswith(arch + ".") or f.name == "general.architecture"}
+            wrong = [k for k, v in keys.items() if not same_value(gguf_field(mine, k), v)]
+            fail.check(not wrong, f"{label}: gguf.GGUFReader finds the converter's {len(keys)} model keys" +
+                       (f"; differ: {wrong}" if wrong else ""))
+            ours = {t.name: t for t in mine.tensors}
+            differ = []
+            for t in theirs.tensors:
+                m = ours.get(t.name)
+                if m is None or m.tensor_type != t.tensor_type or list(m.shape) != list(t.shape):
+                    differ.append(t.name)
+                elif not np.array_equal(np.asarray(m.data), np.asarray(t.data)):
+                    # Q8_0: kuiper rounds w / scale, gguf w * (1 / scale); allow one step in a few weights.
+                    a = gguf.quants.dequantize(m.data, m.tensor_type)
+                    b = gguf.quants.dequantize(t.data, t.tensor_type)
+                    step = np.abs(b).max() / 127
+                    if type_name != "Q8_0" or np.abs(a - b).max() > step * 1.01 or np.mean(a != b) > 1e-3:
+                        differ.append(t.name)
+            fail.check(not differ and len(ours) == len(theirs.tensors),
+                       f"{label}: {len(ours)} tensors, names/types/shapes/values as the converter writes them" +
+                       (f"; differ: {differ}" if differ else ""))
+            error = relative(probe(tools.probe, out)["logits"], reference)
+            fail.check(error <= (0.0 if type_name == "F32" else BOUNDS[type_name]),
+                       f"{label}: kuiper re-loads it, logits vs the HF model: max rel error {error:.2e}")
+
+
+def check_exported_byte_level(fail, tools, src, work, texts):
+    """qwen2_tiny exported with a small Qwen2-layout byte-level BPE trained here (fewer tokens than the
+    model's vocabulary: the rest are padded as the converter pads them)."""
+    trained = tokenizers.Tokenizer(tokenizers.models.BPE())
+    trained.normalizer = tokenizers.normalizers.NFC()
+    trained.pre_tokenizer = tokenizers.pre_tokenizers.Sequence([
+        tokenizers.pre_tokenizers.Split(tokenizers.Regex(hf_tokenizer_files.QWEN2_PATTERN), behavior="isolated"),
+        tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    trained.decoder = tokenizers.decoders.ByteLevel()
+    trained.train_from_iterator(texts, tokenizers.trainers.BpeTrainer(
+        vocab_size=280, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"]))
+    json_path = os.path.join(work, "trained-qwen2", "tokenizer.json")
+    os.makedirs(os.path.dirname(json_path), exist_ok=True)
+    trained.save(json_path)
+    out = os.path.join(work, "exported-qwen2_tiny-with-tokenizer.gguf")
+    code, message = export(tools.export, os.path.join(src, "test/data/hf/qwen2_tiny"), out, "--quant", "none",
+                           "--tokenizer", json_path)
+    reader = gguf.GGUFReader(out) if code == 0 else None
+    tokens = gguf_field(reader, "tokenizer.ggml.tokens") if reader else []
+    fail.check(code == 0 and gguf_field(reader, "tokenizer.ggml.model") == "gpt2" and
+               gguf_field(reader, "tokenizer.ggml.pre") == "qwen2" and len(tokens) == 288 and
+               tokens[-1] == "[PAD287]" and len(gguf_field(reader, "tokenizer.ggml.merges")) > 0,
+               f"tokenizer.json exported as gpt2, pre qwen2, {len(tokens)} tokens (padded to the model's 288) {message}")
+    report = tokenizer_reference.Report()
+    tokenizer_reference.check_hf_file(tokenizer_reference.Tool(tools.tokenize), report,
+                                      "exported qwen2_tiny.gguf vs tokenizers on the trained tokenizer.json",
+                                      json_path, texts, kuiper_path=out)
+    for line in report.lines:
+        print("ok    " + line)
+    fail.check(not report.failed, "exported byte-level tokenizer")
+
+
+def check_exported_tokenizer(fail, tools, src, work):
+    """stories260K (tok512.model beside it) exported with its tokenizer."""
+    source = os.path.join(src, "models/stories260K/stories260K.bin")
+    out = os.path.join(work, "exported-stories260K-F32.gguf")
+    code, message = export(tools.export, source, out, "--quant", "none")
+    fail.check(code == 0, f"kuiper_export stories260K -> GGUF F32 with tok512.model: {message}")
+    reader = gguf.GGUFReader(out)
+    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(src, "models/stories260K/tok512.model"))
+    tokens = gguf_field(reader, "tokenizer.ggml.tokens")
+    fail.check(gguf_field(reader, "tokenizer.ggml.model") == "llama" and
+               tokens == [sp.id_to_piece(i) for i in range(sp.get_piece_size())] and
+               np.allclose(gguf_field(reader, "tokenizer.ggml.scores"), [sp.get_score(i) for i in range(sp.get_piece_size())]) and
+               gguf_field(reader, "tokenizer.ggml.bos_token_id") == sp.bos_id() and
+               gguf_field(reader, "tokenizer.ggml.eos_token_id") == sp.eos_id(),
+               "exported tokenizer.ggml.* equal tok512.model's pieces, scores and special ids (sentencepiece)")
+    # Ids only: GGUF has no field for tok512's own unk_surface, so <unk> decodes as SentencePiece's
+    # default " ⁇ " there (decoding is checked on LLaMA 2's tokenizer in check_tokenizers).
+    texts = tokenizer_reference.load_corpus(os.path.join(src, "test/data/tokenizer_corpus.txt"))
+    report = tokenizer_reference.Report()
+    tool = tokenizer_reference.Tool(tools.tokenize)
+    specials = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if sp.is_control(i) or sp.is_unknown(i)]
+    for bos, allow in [(False, False), (True, False), (True, True)]:
+        report.check(f"exported stories260K.gguf vs sentencepiece on tok512.model bos={int(bos)} allow_special={int(allow)}",
+                     texts, [tokenizer_reference.sentencepiece_reference(sp, t, bos, allow, specials) for t in texts],
+                     tool.encode(out, texts, bos, allow))
+    for line in report.lines:
+        print("ok    " + line)
+    fail.check(not report.failed, f"exported tokenizer: {len(texts)} corpus cases, 3 option sets")
+    tokens_in = [1, 300, 42, 7, 100]
+    same = probe(tools.probe, out, tokens=tokens_in)["logits"] == probe(tools.probe, source, tokens=tokens_in)["logits"]
+    fail.check(same, "exported stories260K.gguf: logits identical to stories260K.bin")
+    # Re-exporting the GGUF copies its tokenizer and keeps the logits.
+    again = os.path.join(work, "exported-stories260K-again.gguf")
+    code, message = export(tools.export, out, again, "--quant", "none")
+    fail.check(code == 0 and gguf_field(gguf.GGUFReader(again), "tokenizer.ggml.tokens") == tokens and
+               probe(tools.probe, again, tokens=tokens_in)["logits"] == probe(tools.probe, source, tokens=tokens_in)["logits"],
+               f"GGUF -> GGUF re-export keeps tokenizer and logits {message}")
+    check_exported_byte_level(fail, tools, src, work, texts)
+    code, message = export(tools.export, source, os.path.join(work, "refused.gguf"))
+    fail.check(code != 0 and "groups of 32" in message, f"Q8_0 of a model whose rows are not whole blocks is refused: {message}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe", required=True)
@@ -468,10 +607,14 @@ def main():
     work = args.work_dir or tempfile.mkdtemp()
     os.makedirs(work, exist_ok=True)
     fail = Failures()
+    tools = args
     if args.only in (None, "errors"):
         check_errors(fail, args.probe, work)
     if args.only in (None, "models"):
         check_models(fail, args.probe, src, work)
+    if args.only in (None, "export"):
+        check_exported_model(fail, tools, src, work)
+        check_exported_tokenizer(fail, tools, src, work)
     if args.only in (None, "tokenizers"):
         check_tokenizers(fail, args.tokenize, args.chat_tool, src, work)
     if fail.count:

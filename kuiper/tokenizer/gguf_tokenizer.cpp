@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kuiper/checkpoint/formats/gguf_file.h"
+#include "kuiper/tokenizer/gguf_pre_tokenizers.h"
 #include "kuiper/tokenizer/hf_tokenizer_json.h"
 #include "kuiper/tokenizer/sentencepiece_proto.h"
 #include "kuiper/tokenizer/tokenizer_formats.h"
@@ -13,14 +14,6 @@ namespace kuiper {
 namespace {
 
 using json = nlohmann::json;
-
-// The regexes of the HF tokenizer.json files these pre-tokenizer names stand for.
-constexpr const char* kLlama3Pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kQwen2Pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 struct SpecialIds {
   std::optional<int64_t> bos, eos, unk, pad;
@@ -96,38 +89,6 @@ StatusOr<std::unique_ptr<Tokenizer>> sentencepiece_from_gguf(const GgufFile& f, 
   return load_sentencepiece_tokenizer(serialize_sentencepiece_bpe(spec), f.path() + " (tokenizer.ggml metadata)");
 }
 
-json byte_level(bool use_regex) {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
-}
-
-json regex_then_bytes(const char* pattern) {
-  return {{"type", "Sequence"},
-          {"pretokenizers",
-           {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
-            byte_level(false)}}};
-}
-
-// The normalizer, pre-tokenizer and merge option of the HF files each llama.cpp pre-tokenizer
-// name stands for; an unknown name is refused rather than guessed.
-Status set_pre_tokenizer(const GgufFile& f, const std::string& pre, json& doc) {
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
-    doc["pre_tokenizer"] = regex_then_bytes(kLlama3Pattern);
-    doc["model"]["ignore_merges"] = true;
-  } else if (pre == "qwen2") {
-    doc["normalizer"] = {{"type", "NFC"}};
-    doc["pre_tokenizer"] = regex_then_bytes(kQwen2Pattern);
-  } else if (pre == "smollm") {
-    doc["pre_tokenizer"] = {{"type", "Sequence"},
-                            {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}};
-  } else if (pre == "gpt-2" || pre == "gpt2") {
-    doc["pre_tokenizer"] = byte_level(true);
-  } else {
-    return unsupported(f.path() + ": tokenizer.ggml.pre '" + pre +
-                       "' names a pre-tokenizer kuiper does not know (it knows llama-bpe, qwen2, smollm, gpt-2)");
-  }
-  return ok_status();
-}
-
 StatusOr<std::unique_ptr<Tokenizer>> byte_level_bpe_from_gguf(const GgufFile& f, const std::vector<std::string_view>& tokens) {
   KUIPER_ASSIGN_OR_RETURN(std::vector<std::string_view> merges, f.get_strings("tokenizer.ggml.merges"));
   KUIPER_ASSIGN_OR_RETURN(std::vector<int64_t> types, token_types(f, tokens.size()));
@@ -152,10 +113,14 @@ StatusOr<std::unique_ptr<Tokenizer>> byte_level_bpe_from_gguf(const GgufFile& f,
                        {"normalized", false}, {"special", type == PieceType::kControl}});
     }
   }
-  json doc = {{"version", "1.0"}, {"added_tokens", added}, {"normalizer", nullptr}, {"post_processor", nullptr},
-              {"decoder", byte_level(true)}};
-  doc["model"] = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", merges}, {"ignore_merges", false}};
-  KUIPER_RETURN_IF_ERROR(set_pre_tokenizer(f, pre, doc));
+  json doc = {{"version", "1.0"}, {"added_tokens", added}, {"post_processor", nullptr},
+              {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}}};
+  doc["model"] = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", merges}};
+  // An unknown name is refused rather than guessed: the split decides the ids.
+  if (!apply_gguf_pre_tokenizer(pre, doc)) {
+    return unsupported(f.path() + ": tokenizer.ggml.pre '" + pre + "' names a pre-tokenizer kuiper does not know (it knows " +
+                       known_gguf_pre_tokenizers() + ")");
+  }
   if (ids.add_bos && ids.bos) {
     const std::string bos(tokens[*ids.bos]);
     const json bos_token = {{"SpecialToken", {{"id", bos}, {"type_id", 0}}}};

@@ -1,13 +1,16 @@
-// A SentencePiece ModelProto serialized from a vocabulary given piece by piece, so that
-// vocabularies stored elsewhere (GGUF's tokenizer.ggml.* arrays) run on libsentencepiece
-// itself. The installed headers do not expose the protobuf classes, so the few fields needed
-// are written in protobuf's wire format here (field numbers from sentencepiece_model.proto).
+// SentencePiece ModelProto <-> a vocabulary given piece by piece: serialized so that vocabularies
+// stored elsewhere (GGUF's tokenizer.ggml.* arrays) run on libsentencepiece itself, and parsed
+// so that a tokenizer.model can be stored as GGUF metadata. The installed headers do not expose
+// the protobuf classes, so the few fields needed are read and written in protobuf's wire format
+// here (field numbers from sentencepiece_model.proto).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "kuiper/base/status.h"
 
 namespace kuiper {
 
@@ -31,5 +34,10 @@ struct SentencePieceBpeSpec {
 // The serialized ModelProto of a BPE model (as LLaMA's tokenizer.model is) with `spec`'s pieces,
 // special ids and normalizer flags, and the identity normalizer.
 std::string serialize_sentencepiece_bpe(const SentencePieceBpeSpec& spec);
+
+// The pieces, special ids and normalizer flags of a serialized BPE ModelProto (pieces point into
+// `bytes`). Refuses other model types and normalizers other than "identity", which a GGUF
+// "llama" vocabulary cannot express; `path` names the file in messages.
+StatusOr<SentencePieceBpeSpec> parse_sentencepiece_bpe(std::string_view bytes, const std::string& path);
 
 }  // namespace kuiper

@@ -14,7 +14,6 @@
 #include "kuiper/checkpoint/formats/formats.h"
 #include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/checkpoint/formats/gguf_layout.h"
-#include "kuiper/checkpoint/formats/hf_safetensors.h"
 #include "kuiper/model/float_convert.h"
 #include "kuiper/op/int8_weight.h"
 
@@ -244,26 +243,6 @@ class TensorReader {
   std::set<std::string> used_;
 };
 
-// A q or k projection from HF's row order into kuiper's interleaved pairs; an int8 weight's
-// scales move with their rows (Q8_0 groups never cross a row).
-StatusOr<op::Weight> unpermute_weight(const op::Weight& w, int heads) {
-  op::Weight out = w;
-  KUIPER_ASSIGN_OR_RETURN(out.values, unpermute_rope_rows(w.values, heads));
-  if (w.is_quantized()) {
-    const int64_t rows = w.values.dim(0);
-    KUIPER_ASSIGN_OR_RETURN(Tensor by_row, w.scales.reshape({rows, w.scales.numel() / rows}));
-    KUIPER_ASSIGN_OR_RETURN(Tensor moved, unpermute_rope_rows(by_row, heads));
-    KUIPER_ASSIGN_OR_RETURN(out.scales, moved.reshape({w.scales.numel()}));
-  }
-  return out;
-}
-
-StatusOr<Tensor> unpermute_vector(const Tensor& v, int heads) {
-  KUIPER_ASSIGN_OR_RETURN(Tensor column, v.reshape({v.numel(), 1}));
-  KUIPER_ASSIGN_OR_RETURN(Tensor moved, unpermute_rope_rows(column, heads));
-  return moved.reshape({v.numel()});
-}
-
 Status load_layer(TensorReader& reader, const LlamaConfig& c, bool hf_order, int l, LlamaLayerWeights& layer) {
   for (size_t m = 0; m < std::size(kLayerMatrices); ++m) {
     const MatrixShape shape = layer_matrix_shape(c, kLayerMatrices[m]);
@@ -271,17 +250,17 @@ Status load_layer(TensorReader& reader, const LlamaConfig& c, bool hf_order, int
     KUIPER_ASSIGN_OR_RETURN(w, reader.matrix(gguf_layer_tensor(l, std::string(kGgufLayerMatrixNames[m]) + ".weight"),
                                              shape.rows, shape.cols));
     if (hf_order && &w == &layer.wq) {
-      KUIPER_ASSIGN_OR_RETURN(w, unpermute_weight(w, c.n_heads));
+      KUIPER_ASSIGN_OR_RETURN(w, reorder_rope_weight(w, c.n_heads, /*to_interleaved=*/true));
     }
     if (hf_order && &w == &layer.wk) {
-      KUIPER_ASSIGN_OR_RETURN(w, unpermute_weight(w, c.n_kv_heads));
+      KUIPER_ASSIGN_OR_RETURN(w, reorder_rope_weight(w, c.n_kv_heads, /*to_interleaved=*/true));
     }
   }
   for (const GgufLayerVector& v : gguf_layer_vectors(c)) {
     Tensor& t = layer.*v.member;
     KUIPER_ASSIGN_OR_RETURN(t, reader.vector(gguf_layer_tensor(l, v.suffix), v.length));
     if (hf_order && v.rope_heads > 0) {
-      KUIPER_ASSIGN_OR_RETURN(t, unpermute_vector(t, v.rope_heads));
+      KUIPER_ASSIGN_OR_RETURN(t, reorder_rope_vector(t, v.rope_heads, /*to_interleaved=*/true));
     }
   }
   return ok_status();

@@ -1,5 +1,7 @@
 #include "kuiper/checkpoint/formats/gguf_layout.h"
 
+#include "kuiper/checkpoint/formats/hf_safetensors.h"
+
 namespace kuiper {
 
 bool gguf_qk_in_hf_order(const std::string& arch) { return arch != "llama"; }
@@ -29,6 +31,32 @@ std::vector<GgufLayerVector> gguf_layer_vectors(const LlamaConfig& c) {
     v.push_back({"attn_k_norm.weight", &L::k_norm, c.head_dim(), 1});
   }
   return v;
+}
+
+namespace {
+
+StatusOr<Tensor> reorder_rows(const Tensor& t, int heads, bool to_interleaved) {
+  return to_interleaved ? unpermute_rope_rows(t, heads) : permute_rope_rows(t, heads);
+}
+
+}  // namespace
+
+StatusOr<op::Weight> reorder_rope_weight(const op::Weight& w, int heads, bool to_interleaved) {
+  op::Weight out = w;
+  KUIPER_ASSIGN_OR_RETURN(out.values, reorder_rows(w.values, heads, to_interleaved));
+  if (w.is_quantized()) {
+    const int64_t rows = w.values.dim(0);
+    KUIPER_ASSIGN_OR_RETURN(Tensor by_row, w.scales.reshape({rows, w.scales.numel() / rows}));
+    KUIPER_ASSIGN_OR_RETURN(Tensor moved, reorder_rows(by_row, heads, to_interleaved));
+    KUIPER_ASSIGN_OR_RETURN(out.scales, moved.reshape({w.scales.numel()}));
+  }
+  return out;
+}
+
+StatusOr<Tensor> reorder_rope_vector(const Tensor& v, int heads, bool to_interleaved) {
+  KUIPER_ASSIGN_OR_RETURN(Tensor column, v.reshape({v.numel(), 1}));
+  KUIPER_ASSIGN_OR_RETURN(Tensor moved, reorder_rows(column, heads, to_interleaved));
+  return moved.reshape({v.numel()});
 }
 
 std::vector<float> llama3_rope_factors(const LlamaConfig& c) {
