@@ -46,8 +46,9 @@ const std::vector<PreTokenizer>& table() {
 }
 
 // What decides how a pre-tokenizer splits: each step's type and its regex or switches, and the
-// normalizer's type (other fields, such as trim_offsets, only affect offsets).
-json signature(const json& normalizer, const json& pre_tokenizer) {
+// normalizer's type (other fields, such as trim_offsets, only affect offsets); with the BPE
+// model's ignore_merges, which llama.cpp ties to the pre-tokenizer name.
+json signature(const json& normalizer, const json& pre_tokenizer, bool ignore_merges) {
   json steps = json::array();
   const json list = pre_tokenizer.is_object() && pre_tokenizer.value("type", "") == "Sequence"
                         ? pre_tokenizer.value("pretokenizers", json::array())
@@ -59,7 +60,7 @@ json signature(const json& normalizer, const json& pre_tokenizer) {
                      step.value("use_regex", true), step.value("add_prefix_space", false)});
   }
   const std::string normalizer_type = normalizer.is_object() ? normalizer.value("type", "") : "";
-  return {normalizer_type, steps};
+  return {normalizer_type, steps, ignore_merges};
 }
 
 }  // namespace
@@ -76,9 +77,11 @@ bool apply_gguf_pre_tokenizer(const std::string& name, json& doc) {
 }
 
 std::optional<std::string> gguf_pre_tokenizer_name(const json& doc) {
-  const json wanted = signature(doc.value("normalizer", json()), doc.value("pre_tokenizer", json()));
+  const json model = doc.value("model", json::object());
+  const json wanted = signature(doc.value("normalizer", json()), doc.value("pre_tokenizer", json()),
+                                model.is_object() && model.value("ignore_merges", false));
   for (const PreTokenizer& p : table()) {
-    if (signature(p.normalizer, p.pre_tokenizer) == wanted) return p.names.front();
+    if (signature(p.normalizer, p.pre_tokenizer, p.ignore_merges) == wanted) return p.names.front();
   }
   return std::nullopt;
 }

@@ -125,12 +125,13 @@ StatusOr<LlamaConfig> read_config(const GgufFile& f, std::string& arch) {
     KUIPER_ASSIGN_OR_RETURN(uint64_t bos, f.get_uint("tokenizer.ggml.bos_token_id"));
     c.bos_id = static_cast<int32_t>(bos);
   }
-  c.eos_ids.clear();
+  std::vector<int32_t> eos_ids;  // kept at the default where the file names none
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
     if (!f.find(key)) continue;
     KUIPER_ASSIGN_OR_RETURN(uint64_t eos, f.get_uint(key));
-    if (std::find(c.eos_ids.begin(), c.eos_ids.end(), eos) == c.eos_ids.end()) c.eos_ids.push_back(static_cast<int32_t>(eos));
+    if (std::find(eos_ids.begin(), eos_ids.end(), eos) == eos_ids.end()) eos_ids.push_back(static_cast<int32_t>(eos));
   }
+  if (!eos_ids.empty()) c.eos_ids = eos_ids;
   // The switches follow the tensors present, as llama.cpp's loader treats them as optional.
   c.qkv_bias = f.tensor(gguf_layer_tensor(0, "attn_q.bias")) != nullptr;
   c.output_bias = f.tensor(gguf_layer_tensor(0, "attn_output.bias")) != nullptr;
@@ -143,6 +144,13 @@ StatusOr<LlamaConfig> read_config(const GgufFile& f, std::string& arch) {
     return invalid_format(f.path() + ": tensor token_embd.weight is not a matrix");
   }
   c.vocab_size = static_cast<int>(embedding->dims[1]);
+  if (f.find(p + "vocab_size")) {
+    KUIPER_ASSIGN_OR_RETURN(uint64_t vocab, f.get_uint(p + "vocab_size"));
+    if (vocab != static_cast<uint64_t>(c.vocab_size)) {
+      return invalid_format(f.path() + ": " + p + "vocab_size is " + std::to_string(vocab) +
+                            " but token_embd.weight has " + std::to_string(c.vocab_size) + " rows");
+    }
+  }
   if (c.head_size == c.dim / c.n_heads && c.dim % c.n_heads == 0) c.head_size = 0;
   const Status valid = c.validate();
   if (!valid.ok()) return invalid_format(f.path() + ": " + valid.message());
