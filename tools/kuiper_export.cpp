@@ -143,8 +143,10 @@ Status run(const Flags& flags) {
   std::error_code ec;
   const auto in_bytes = std::filesystem::is_regular_file(flags.in) ? std::filesystem::file_size(flags.in, ec) : 0;
   const auto out_bytes = std::filesystem::file_size(flags.out, ec);
+  const std::string stored_as =
+      flags.out_format == "gguf" && format.dtype == DataType::kINT8 ? "Q8_0" : weight_format_name(format);
   std::printf("wrote %s: %s %s, %llu bytes", flags.out.c_str(), flags.out_format.c_str(),
-              (flags.out_format == "gguf" && format.dtype == DataType::kINT8 ? "Q8_0" : weight_format_name(format)).c_str(), static_cast<unsigned long long>(out_bytes));
+              stored_as.c_str(), static_cast<unsigned long long>(out_bytes));
   if (in_bytes > 0) std::printf(" (%.3f x the input)", static_cast<double>(out_bytes) / in_bytes);
   std::printf("\n");
   return ok_status();
@@ -163,7 +165,8 @@ int main(int argc, char** argv) {
   app.add_option("--format", flags.in_format, "input format (default: recognised from the file)")
       ->check(CLI::IsMember(checkpoint_format_names()));
   app.add_option("--quant", flags.quant, "int8 (default) or none")->check(CLI::IsMember({"int8", "none"}));
-  app.add_option("--group-size", flags.group_size, "int8 weights per scale (default 64; 32 for gguf, the only size Q8_0 has)")->check(CLI::PositiveNumber);
+  app.add_option("--group-size", flags.group_size, "int8 weights per scale (default 64; 32 for gguf, Q8_0's only size)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--dtype", flags.dtype, "dtype with --quant none: fp32 (default), fp16, bf16")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--out-format", flags.out_format, "kuiper (default), llama2c-v2 or gguf (llama.cpp; int8 as Q8_0)")

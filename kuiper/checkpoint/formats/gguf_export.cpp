@@ -180,7 +180,9 @@ Status save_gguf(const Checkpoint& checkpoint, const GgufExportOptions& options,
 
   if (!options.tokenizer_path.empty()) KUIPER_RETURN_IF_ERROR(add_gguf_tokenizer(writer, options.tokenizer_path, c));
   // A GGUF tokenizer copied above may carry its own template.
-  if (!options.chat_template.empty() && !writer.has_key("tokenizer.chat_template")) writer.add_string("tokenizer.chat_template", options.chat_template);
+  if (!options.chat_template.empty() && !writer.has_key("tokenizer.chat_template")) {
+    writer.add_string("tokenizer.chat_template", options.chat_template);
+  }
   return writer.write(path);
 }
 

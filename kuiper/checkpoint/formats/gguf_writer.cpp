@@ -137,7 +137,9 @@ Status GgufWriter::write(const std::string& path) const {
   put<uint64_t>(header, tensors_.size());
   put<uint64_t>(header, metadata_count_);
   header += metadata_;
-  const auto padding = [](size_t offset) { return (kGgufDefaultAlignment - offset % kGgufDefaultAlignment) % kGgufDefaultAlignment; };
+  const auto padding = [](size_t offset) {
+    return (kGgufDefaultAlignment - offset % kGgufDefaultAlignment) % kGgufDefaultAlignment;
+  };
   size_t data_offset = 0;
   for (const Tensor& t : tensors_) {
     put_string(header, t.name);
