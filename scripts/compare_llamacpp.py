@@ -11,7 +11,13 @@ in Q8_0 (stories260K's 172-wide rows are not whole Q8_0 blocks); the qwen2/qwen3
 fixtures (random weights) in F32 with small byte-level tokenizers trained here (pre qwen2 and
 llama-bpe), which also exercises llama.cpp's q/k layout of each architecture.
 
-    compare_llamacpp.py --llama-bin /tmp/llama.cpp/build/bin [--build build] [--text FILE]
+    compare_llamacpp.py --llama-bin /tmp/llama.cpp/build/bin [--build build] [--only NAME]
+                        [--text ../shared/assets/text/tinystories_valid_head.txt]
+
+llama.cpp built from its public source outside the repository, e.g. with cmake
+-DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DGGML_OPENMP=OFF (on a CPU with AMX under a kernel that does not
+grant it, add -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 to the C/C++ flags: its Q8_0 path
+otherwise dies of an illegal instruction).
 """
 import argparse
 import json
@@ -52,6 +58,8 @@ def kuiper_ids(build, model, text):
 def llamacpp_perplexity(bin_dir, model, text_path, n_ctx):
     out = subprocess.run([os.path.join(bin_dir, "llama-perplexity"), "-m", model, "-f", text_path, "-c", str(n_ctx),
                           "-b", str(n_ctx), "-t", "2"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"llama-perplexity exited with {out.returncode}: {(out.stdout + out.stderr)[-500:]}")
     match = re.search(r"Final estimate: PPL = ([0-9.]+)", out.stdout + out.stderr)
     if not match:
         raise RuntimeError(f"llama-perplexity gave no estimate: {(out.stdout + out.stderr)[-2000:]}")
@@ -80,6 +88,22 @@ def export(build, source, out, *flags):
     return out
 
 
+def compare(args, name, kind, model, text, text_path):
+    reader = gguf_reference.gguf.GGUFReader(model)
+    bos = int(gguf_reference.gguf_field(reader, "tokenizer.ggml.bos_token_id"))
+    theirs = llamacpp_ids(args.llama_bin, model, text_path)
+    ours = kuiper_ids(args.build, model, text)
+    same = theirs == ours
+    print(f"{name}: token ids {'identical' if same else 'DIFFER'} ({len(ours)} kuiper, {len(theirs)} llama.cpp)")
+    ppl_theirs = llamacpp_perplexity(args.llama_bin, model, text_path, args.n_ctx)
+    ppl_ours = kuiper_perplexity(args.build, model, theirs, bos, args.n_ctx)
+    rel = abs(ppl_ours - ppl_theirs) / ppl_theirs
+    ok = rel <= TOLERANCE[kind]
+    print(f"{name}: perplexity (c={args.n_ctx}) llama.cpp {ppl_theirs:.4f}, kuiper {ppl_ours:.4f}, "
+          f"relative difference {rel:.2e} ({'ok' if ok else 'FAIL'}, bound {TOLERANCE[kind]:.0e})", flush=True)
+    return same and ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama-bin", required=True, help="directory with llama-tokenize and llama-perplexity")
@@ -88,6 +112,7 @@ def main():
     parser.add_argument("--bytes", type=int, default=64 * 1024, help="how much of the text (default 64 KB)")
     parser.add_argument("--n-ctx", type=int, default=128)
     parser.add_argument("--work-dir")
+    parser.add_argument("--only", help="compare only the models whose name contains this")
     args = parser.parse_args()
     src = os.path.abspath(os.path.join(HERE, ".."))
     work = args.work_dir or tempfile.mkdtemp()
@@ -117,20 +142,13 @@ def main():
 
     failed = 0
     for name, kind, model in models:
-        reader = gguf_reference.gguf.GGUFReader(model)
-        bos = int(gguf_reference.gguf_field(reader, "tokenizer.ggml.bos_token_id"))
-        theirs = llamacpp_ids(args.llama_bin, model, text_path)
-        ours = kuiper_ids(args.build, model, text)
-        same = theirs == ours
-        print(f"{name}: token ids {'identical' if same else 'DIFFER'} ({len(ours)} kuiper, {len(theirs)} llama.cpp)")
-        failed += not same
-        ppl_theirs = llamacpp_perplexity(args.llama_bin, model, text_path, args.n_ctx)
-        ppl_ours = kuiper_perplexity(args.build, model, theirs, bos, args.n_ctx)
-        rel = abs(ppl_ours - ppl_theirs) / ppl_theirs
-        ok = rel <= TOLERANCE[kind]
-        print(f"{name}: perplexity (c={args.n_ctx}) llama.cpp {ppl_theirs:.4f}, kuiper {ppl_ours:.4f}, "
-              f"relative difference {rel:.2e} ({'ok' if ok else 'FAIL'}, bound {TOLERANCE[kind]:.0e})")
-        failed += not ok
+        if args.only and args.only not in name:
+            continue
+        try:
+            failed += not compare(args, name, kind, model, text, text_path)
+        except RuntimeError as error:  # llama.cpp refusing or crashing on the file is a failure too
+            print(f"{name}: FAIL: {error}")
+            failed += 1
     print("FAILED" if failed else "OK")
     return 1 if failed else 0
 
