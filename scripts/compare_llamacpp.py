@@ -67,13 +67,15 @@ def llamacpp_perplexity(bin_dir, model, text_path, n_ctx):
 
 
 def kuiper_perplexity(build, model, ids, bos, n_ctx):
-    """llama-perplexity's arithmetic over kuiper's logits."""
+    """llama-perplexity's arithmetic over kuiper's logits. Where the vocabulary adds BOS
+    (`bos` not None), the text starts with it and so does every chunk."""
     probe = os.path.join(build, "test/checkpoint_probe")
-    tokens = [bos] + ids  # llama-perplexity tokenizes with BOS
+    tokens = ([bos] if bos is not None else []) + ids
     first, nll, count = n_ctx // 2, 0.0, 0
     for start in range(0, len(tokens) // n_ctx * n_ctx, n_ctx):
         chunk = tokens[start:start + n_ctx]
-        chunk[0] = bos
+        if bos is not None:
+            chunk[0] = bos
         logits = np.array(gguf_reference.probe(probe, model, tokens=chunk)["logits"], dtype=np.float64)
         for j in range(first, n_ctx - 1):
             row = logits[j]
@@ -90,7 +92,10 @@ def export(build, source, out, *flags):
 
 def compare(args, name, kind, model, text, text_path):
     reader = gguf_reference.gguf.GGUFReader(model)
-    bos = int(gguf_reference.gguf_field(reader, "tokenizer.ggml.bos_token_id"))
+    add_bos = gguf_reference.gguf_field(reader, "tokenizer.ggml.add_bos_token")
+    if add_bos is None:  # llama.cpp's default: SentencePiece vocabularies add BOS
+        add_bos = gguf_reference.gguf_field(reader, "tokenizer.ggml.model") == "llama"
+    bos = int(gguf_reference.gguf_field(reader, "tokenizer.ggml.bos_token_id")) if add_bos else None
     theirs = llamacpp_ids(args.llama_bin, model, text_path)
     ours = kuiper_ids(args.build, model, text)
     same = theirs == ours
