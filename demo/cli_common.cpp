@@ -8,6 +8,7 @@
 #include "kuiper/checkpoint/check_tensors.h"
 #include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/model/int4_quantize.h"
+#include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/model/int8_quantize.h"
 
 namespace kuiper::cli {
@@ -17,9 +18,10 @@ namespace {
 // The bundled default model lives in the source tree (KUIPER_MODELS_DIR, set by CMake).
 std::string default_model_path() { return std::string(KUIPER_MODELS_DIR) + "/stories260K/stories260K.bin"; }
 
-// The tokenizer that belongs to a model: a known name in the model's directory, in the order
-// load_tokenizer prefers them in a directory.
+// The tokenizer that belongs to a model: a GGUF file's own metadata, else a known name in the
+// model's directory, in the order load_tokenizer prefers them in a directory.
 StatusOr<std::string> find_tokenizer(const std::string& model_path) {
+  if (is_gguf_file(model_path)) return model_path;
   std::error_code unreachable;  // a path that cannot be examined holds no tokenizer
   const fs::path dir = fs::is_directory(model_path, unreachable) ? fs::path(model_path)
                                                                  : fs::path(model_path).parent_path();

@@ -237,23 +237,25 @@ def write_json(doc, path):
     return path
 
 
-def check_hf_file(tool, report, name, path, texts, invalid_utf8=False):
+def check_hf_file(tool, report, name, path, texts, invalid_utf8=False, kuiper_path=None):
     """kuiper against the tokenizers library on one tokenizer.json, every option combination.
+    kuiper reads `kuiper_path` where given (the same tokenizer in another file, e.g. a GGUF).
 
     allow_special=0 is tokenizers' encode_special_tokens=True (special added tokens stay text,
     other added tokens are still matched); bos=1 is add_special_tokens=True (the post-processor's
     template). Decoding is tokenizers' decode with skip_special_tokens=False.
     """
     hf = tokenizers.Tokenizer.from_file(path)
+    mine = kuiper_path or path
     for allow in [False, True]:
         hf.encode_special_tokens = not allow
         for bos in [False, True]:
             label = f"{name} bos={int(bos)} allow_special={int(allow)}"
             expected = [hf.encode(t, add_special_tokens=bos).ids for t in texts]
-            if not report.check(label, texts, expected, tool.encode(path, texts, bos, allow)):
+            if not report.check(label, texts, expected, tool.encode(mine, texts, bos, allow)):
                 return
             want = [hf.decode(ids, skip_special_tokens=False).encode() for ids in expected]
-            if not report.check(f"{label} decode", texts, want, tool.decode(path, expected), "decoded bytes"):
+            if not report.check(f"{label} decode", texts, want, tool.decode(mine, expected), "decoded bytes"):
                 return
     # Every id decoded alone (first-token rules) and after an ordinary token. kuiper hands out
     # bytes (a character may span tokens); U+FFFD for what is not UTF-8 is the reader's, here
@@ -265,7 +267,7 @@ def check_hf_file(tool, report, name, path, texts, invalid_utf8=False):
     for prefix in [[], lead]:
         sequences = [prefix + [i] for i in range(0, size, step)]
         want = [hf.decode(ids, skip_special_tokens=False) for ids in sequences]
-        got = [b.decode("utf-8", "replace") for b in tool.decode(path, sequences)]
+        got = [b.decode("utf-8", "replace") for b in tool.decode(mine, sequences)]
         which = "every id" if step == 1 else f"every {step}th id"
         if not report.check(f"{name} decode of {which}{' after an ordinary token' if prefix else ''}",
                             sequences, want, got, "decoded text"):
@@ -277,7 +279,7 @@ def check_hf_file(tool, report, name, path, texts, invalid_utf8=False):
             return
         except Exception:
             pass
-        refused, message = tool.refuses(path, raw)
+        refused, message = tool.refuses(mine, raw)
         if not refused or "UTF-8" not in message:
             report.check(f"{name} invalid UTF-8", [repr(raw)], ["refused: not valid UTF-8"], [message])
             return

@@ -3,6 +3,7 @@
 //   kuiper_export model.bin model-int4.kuiper --quant int4            # kuiper format v2, groups of 32
 //   kuiper_export model.bin model-q80.bin --quant int8 --out-format llama2c-v2 --group-size 32
 //   kuiper_export hf_model_dir/ model-bf16.kuiper --quant none --dtype bf16
+//   kuiper_export hf_model_dir/ model-q8_0.gguf --out-format gguf           # llama.cpp's GGUF, Q8_0
 // Reads every format load_checkpoint reads. The output is written as OUT.partial and renamed
 // when complete; an error or Ctrl-C removes the partial file, so OUT is either whole or absent.
 #include <unistd.h>
@@ -19,11 +20,14 @@
 #include "kuiper/checkpoint/check_tensors.h"
 #include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/checkpoint/load_checkpoint.h"
+#include "kuiper/checkpoint/formats/gguf_export.h"
+#include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/checkpoint/formats/kuiper_format.h"
 #include "kuiper/checkpoint/formats/llama2c_v2_writer.h"
 #include "kuiper/model/int4_quantize.h"
 #include "kuiper/model/int8_quantize.h"
 #include "kuiper/base/partial_file.h"
+#include "kuiper/generation/chat_template_choice.h"
 
 namespace kuiper {
 namespace {
@@ -45,20 +49,55 @@ void install_interrupt_cleanup(const std::string& out_path) {
 }
 
 struct Flags {
-  std::string in, out, in_format = "auto", quant = "int8", dtype, out_format = "kuiper", int4_scheme = "min";
-  int group_size = 0;  // 0: the quantization's default
+  std::string in, out, in_format = "auto", quant = "int8", dtype, out_format = "kuiper", int4_scheme = "min", tokenizer;
+  int group_size = 0;  // 0: the quantization's default (int8 64, or 32 as GGUF's Q8_0; int4 32)
   bool check_tensors = false;
 };
+
+int int8_group_size(const Flags& f) {
+  return f.group_size > 0 ? f.group_size : f.out_format == "gguf" ? 32 : kDefaultInt8GroupSize;
+}
+
+// The tokenizer a GGUF output carries: --tokenizer, else a GGUF input's own, else the
+// tokenizer.model or tokenizer.json (tok512.model: the bundled model) beside the input; empty
+// when there is none.
+std::string gguf_tokenizer_path(const Flags& f) {
+  namespace fs = std::filesystem;
+  if (!f.tokenizer.empty()) return f.tokenizer;
+  if (is_gguf_file(f.in)) return f.in;
+  std::error_code unreachable;  // a path that cannot be examined holds no tokenizer
+  const fs::path dir = fs::is_directory(f.in, unreachable) ? fs::path(f.in) : fs::path(f.in).parent_path();
+  for (const char* name : {"tokenizer.model", "tokenizer.json", "tok512.model"}) {
+    if (fs::is_regular_file(dir / name, unreachable)) return (dir / name).string();
+  }
+  return "";
+}
+
+Status save(const Flags& flags, const Checkpoint& out) {
+  if (flags.out_format == "llama2c-v2") return save_llama2c_v2(out, flags.out);
+  if (flags.out_format == "kuiper") return save_kuiper(out, flags.out);
+  GgufExportOptions options;
+  options.tokenizer_path = gguf_tokenizer_path(flags);
+  if (options.tokenizer_path.empty()) {
+    std::fprintf(stderr, "kuiper_export: warning: no tokenizer beside %s (--tokenizer names one); "
+                         "llama.cpp needs one to run the file\n", flags.in.c_str());
+  }
+  KUIPER_ASSIGN_OR_RETURN(ChatTemplateHints hints, read_chat_template_hints(flags.in));
+  options.chat_template = hints.jinja;
+  options.name = std::filesystem::path(flags.in).filename().string();
+  return save_gguf(out, options, flags.out);
+}
 
 StatusOr<WeightFormat> weight_format(const Flags& f) {
   if (f.quant != "none" && !f.dtype.empty()) {
     return invalid_argument("--dtype chooses an unquantized dtype; it does not go with --quant " + f.quant);
   }
   if (f.quant == "int8") {
-    return WeightFormat{DataType::kINT8, f.group_size > 0 ? f.group_size : kDefaultInt8GroupSize};
+    return WeightFormat{DataType::kINT8, int8_group_size(f)};
   }
   if (f.quant == "int4") {
     if (f.out_format == "llama2c-v2") return invalid_argument("llama2c-v2 files are int8: use --quant int8");
+    if (f.out_format == "gguf") return unsupported("kuiper writes GGUF in F32/F16/BF16/Q8_0, not yet in a 4-bit type");
     return WeightFormat{DataType::kINT4, f.group_size > 0 ? f.group_size : kDefaultInt4GroupSize,
                         f.int4_scheme == "min" ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric};
   }
@@ -121,13 +160,14 @@ Status run(const Flags& flags) {
                 report.worst_name().c_str());
   }
   install_interrupt_cleanup(flags.out);
-  KUIPER_RETURN_IF_ERROR(flags.out_format == "llama2c-v2" ? save_llama2c_v2(out, flags.out)
-                                                           : save_kuiper(out, flags.out));
+  KUIPER_RETURN_IF_ERROR(save(flags, out));
   std::error_code ec;
   const auto in_bytes = std::filesystem::is_regular_file(flags.in, ec) ? std::filesystem::file_size(flags.in, ec) : 0;
   const auto out_bytes = std::filesystem::file_size(flags.out, ec);
+  const std::string stored_as =
+      flags.out_format == "gguf" && format.dtype == DataType::kINT8 ? "Q8_0" : weight_format_name(format);
   std::printf("wrote %s: %s %s, %llu bytes", flags.out.c_str(), flags.out_format.c_str(),
-              weight_format_name(format).c_str(), static_cast<unsigned long long>(out_bytes));
+              stored_as.c_str(), static_cast<unsigned long long>(out_bytes));
   if (in_bytes > 0) std::printf(" (%.3f x the input)", static_cast<double>(out_bytes) / in_bytes);
   std::printf("\n");
   return ok_status();
@@ -146,14 +186,18 @@ static int program_main(int argc, char** argv) {
   app.add_option("--format", flags.in_format, "input format (default: recognised from the file)")
       ->check(CLI::IsMember(checkpoint_format_names()));
   app.add_option("--quant", flags.quant, "int8 (default), int4 or none")->check(CLI::IsMember({"int8", "int4", "none"}));
-  app.add_option("--group-size", flags.group_size, "weights per scale (default: int8 64, int4 32)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--group-size", flags.group_size,
+                 "weights per scale (default: int8 64, or 32 for gguf, Q8_0's only size; int4 32)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--int4-scheme", flags.int4_scheme, "int4: min (default; scale and minimum per group) or symmetric (scale per group)")
       ->check(CLI::IsMember({"symmetric", "min"}));
   app.add_option("--dtype", flags.dtype, "dtype with --quant none: fp32 (default), fp16, bf16")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_flag("--check-tensors", flags.check_tensors, "refuse weights holding NaN or Inf before converting");
-  app.add_option("--out-format", flags.out_format, "kuiper (default) or llama2c-v2")
-      ->check(CLI::IsMember({"kuiper", "llama2c-v2"}));
+  app.add_option("--out-format", flags.out_format, "kuiper (default), llama2c-v2 or gguf (llama.cpp; int8 as Q8_0)")
+      ->check(CLI::IsMember({"kuiper", "llama2c-v2", "gguf"}));
+  app.add_option("--tokenizer", flags.tokenizer,
+                 "with gguf: the tokenizer to store (default: the input's own, or tokenizer.model/.json beside it)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

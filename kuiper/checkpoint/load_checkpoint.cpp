@@ -14,6 +14,7 @@ namespace {
 // number) come last.
 std::vector<const CheckpointFormat*> all_formats() {
   return {
+      &gguf_format(),
       &kuiper_format(),  // kuiper's files are safetensors too: tried before the generic reader
       &hf_safetensors_format(),
       &llama2c_v1_format(),

@@ -41,7 +41,8 @@ struct ChatTemplateHints {
   std::vector<int32_t> eos_ids;  // generation_config.json's eos_token_id: the tokens that end a reply
 };
 
-// Reads the hints from a model directory (or the directory of a model file): the chat_template
+// Reads the hints from a model directory (or the directory of a model file; a GGUF file from its
+// tokenizer.chat_template and eos/eot ids): the chat_template
 // of tokenizer_config.json (the "default" one where it holds several) or of chat_template.jinja,
 // and generation_config.json's eos_token_id. Missing files give empty hints; damaged ones fail.
 StatusOr<ChatTemplateHints> read_chat_template_hints(const std::string& model_path);

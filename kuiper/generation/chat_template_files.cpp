@@ -1,4 +1,5 @@
-// read_chat_template_hints: what a Hugging Face model directory says about its chat layout.
+// read_chat_template_hints: what a Hugging Face model directory, or a GGUF file's metadata, says
+// about its chat layout.
 // tokenizer_config.json's "chat_template" is a string, or (models with tool templates) a list of
 // {"name", "template"} of which "default" is the chat one; newer exports keep it in
 // chat_template.jinja instead. generation_config.json's "eos_token_id" is an id or a list.
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kuiper/base/regular_file.h"
+#include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/generation/chat_template_choice.h"
 
 namespace kuiper {
@@ -56,9 +58,29 @@ StatusOr<std::vector<int32_t>> eos_field(const fs::path& path, const json& field
   return ids;
 }
 
+// A GGUF file keeps the template and end tokens in its metadata.
+StatusOr<ChatTemplateHints> read_gguf_hints(const std::string& path) {
+  KUIPER_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> mapped, MappedFile::open(path));
+  KUIPER_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(std::move(mapped)));
+  ChatTemplateHints hints;
+  if (file.find("tokenizer.chat_template")) {
+    KUIPER_ASSIGN_OR_RETURN(std::string_view jinja, file.get_string("tokenizer.chat_template"));
+    hints.jinja = std::string(jinja);
+    hints.jinja_origin = path + " (tokenizer.chat_template)";
+  }
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+    if (!file.find(key)) continue;
+    KUIPER_ASSIGN_OR_RETURN(uint64_t id, file.get_uint(key));
+    if (id > INT32_MAX) return invalid_format(path + ": metadata key '" + key + "' is not a token id");
+    hints.eos_ids.push_back(static_cast<int32_t>(id));
+  }
+  return hints;
+}
+
 }  // namespace
 
 StatusOr<ChatTemplateHints> read_chat_template_hints(const std::string& model_path) {
+  if (is_gguf_file(model_path)) return read_gguf_hints(model_path);
   std::error_code error;
   const fs::path dir = fs::is_directory(model_path, error) ? fs::path(model_path) : fs::path(model_path).parent_path();
   ChatTemplateHints hints;

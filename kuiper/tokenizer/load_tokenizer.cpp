@@ -1,10 +1,12 @@
 // load_tokenizer(): recognises the format from the file's first bytes, so that a file named
-// tokenizer.model can be either SentencePiece (LLaMA 2) or tiktoken (LLaMA 3).
+// tokenizer.model can be either SentencePiece (LLaMA 2) or tiktoken (LLaMA 3), and a GGUF model
+// file gives the tokenizer in its metadata.
 #include <cctype>
 #include <cstring>
 #include <filesystem>
 
 #include "kuiper/base/mapped_file.h"
+#include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/tokenizer/tokenizer_formats.h"
 
 namespace kuiper {
@@ -69,6 +71,7 @@ StatusOr<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& given_pat
   }
   KUIPER_ASSIGN_OR_RETURN(const std::shared_ptr<MappedFile> file, MappedFile::open(path));
   const std::string_view content(reinterpret_cast<const char*>(file->data()), file->size());
+  if (GgufFile::has_magic(*file)) return load_gguf_tokenizer(file);
   // tokenizer.bin first: its header could happen to begin with '{' or 0x0A.
   if (looks_like_llama2c(content)) return load_llama2c_tokenizer(content, path);
   if (looks_like_json(content)) return load_hf_bpe_tokenizer(content, path);

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "kuiper/base/mapped_file.h"
 #include "kuiper/base/status.h"
 #include "kuiper/tokenizer/tokenizer.h"
 
@@ -17,6 +18,8 @@ StatusOr<std::unique_ptr<Tokenizer>> load_llama2c_tokenizer(std::string_view con
                                                            const std::string& path);
 StatusOr<std::unique_ptr<Tokenizer>> load_tiktoken_tokenizer(std::string_view content,
                                                             const std::string& path);
+// The tokenizer a GGUF model file carries in its metadata (gguf_tokenizer.cpp).
+StatusOr<std::unique_ptr<Tokenizer>> load_gguf_tokenizer(std::shared_ptr<MappedFile> file);
 StatusOr<std::unique_ptr<Tokenizer>> load_hf_bpe_tokenizer(std::string_view content,
                                                           const std::string& path);
 

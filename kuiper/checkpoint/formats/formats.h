@@ -20,5 +20,7 @@ const CheckpointFormat& kuiperllama_v3_format();
 const CheckpointFormat& hf_safetensors_format();
 // kuiper's own: safetensors with the config and quantization in its metadata (kuiper_format.cpp).
 const CheckpointFormat& kuiper_format();
+// llama.cpp's GGUF: llama, qwen2 and qwen3 models in F32, F16, BF16 or Q8_0 (gguf.cpp).
+const CheckpointFormat& gguf_format();
 
 }  // namespace kuiper

@@ -213,27 +213,41 @@ StatusOr<Checkpoint> load_safetensors_file(std::shared_ptr<MappedFile> file) {
 
 }  // namespace
 
-StatusOr<Tensor> unpermute_rope_rows(const Tensor& hf_weight, int n_heads) {
-  if (hf_weight.ndim() != 2 || n_heads <= 0 || hf_weight.dim(0) % (2 * int64_t{n_heads}) != 0) {
-    return invalid_argument("cannot un-permute " + hf_weight.describe() + " for " + std::to_string(n_heads) + " heads");
+namespace {
+
+// Moves rows between HF's order (row h·head_dim + s·half + i) and the interleaved one (row
+// h·head_dim + 2i + s), either way.
+StatusOr<Tensor> reorder_rope_rows(const Tensor& weight, int n_heads, bool to_interleaved) {
+  if (weight.ndim() != 2 || n_heads <= 0 || weight.dim(0) % (2 * int64_t{n_heads}) != 0) {
+    return invalid_argument("cannot reorder the rows of " + weight.describe() + " for " + std::to_string(n_heads) + " heads");
   }
-  KUIPER_ASSIGN_OR_RETURN(Tensor src, hf_weight.device() == DeviceType::kCPU ? StatusOr<Tensor>(hf_weight)
-                                                                             : hf_weight.to(cpu_allocator()));
+  KUIPER_ASSIGN_OR_RETURN(Tensor src, weight.device() == DeviceType::kCPU ? StatusOr<Tensor>(weight)
+                                                                          : weight.to(cpu_allocator()));
   KUIPER_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(src.dtype(), src.shape(), cpu_allocator()));
   const int64_t head_dim = src.dim(0) / n_heads, half = head_dim / 2;
   const size_t row_bytes = static_cast<size_t>(src.dim(1)) * dtype_size(src.dtype());
   const auto* from = static_cast<const uint8_t*>(src.raw_data());
   auto* to = static_cast<uint8_t*>(out.raw_data());
-  // HF row h·head_dim + s·half + i holds what interleaved RoPE keeps in row h·head_dim + 2i + s.
   for (int64_t h = 0; h < n_heads; ++h) {
     for (int64_t i = 0; i < half; ++i) {
       for (int64_t s = 0; s < 2; ++s) {
-        std::memcpy(to + (h * head_dim + 2 * i + s) * row_bytes, from + (h * head_dim + s * half + i) * row_bytes,
-                    row_bytes);
+        const int64_t hf_row = h * head_dim + s * half + i, interleaved_row = h * head_dim + 2 * i + s;
+        const int64_t dst = to_interleaved ? interleaved_row : hf_row, from_row = to_interleaved ? hf_row : interleaved_row;
+        std::memcpy(to + dst * row_bytes, from + from_row * row_bytes, row_bytes);
       }
     }
   }
   return out;
+}
+
+}  // namespace
+
+StatusOr<Tensor> unpermute_rope_rows(const Tensor& hf_weight, int n_heads) {
+  return reorder_rope_rows(hf_weight, n_heads, /*to_interleaved=*/true);
+}
+
+StatusOr<Tensor> permute_rope_rows(const Tensor& interleaved_weight, int n_heads) {
+  return reorder_rope_rows(interleaved_weight, n_heads, /*to_interleaved=*/false);
 }
 
 StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir) {

@@ -18,5 +18,7 @@ StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir);
 // Rows of a q or k projection [n_heads * head_dim, cols] reordered from HF's layout (each head's
 // first half of rows pairs with its second half) to interleaved pairs (rows 2i, 2i+1). Any dtype.
 StatusOr<Tensor> unpermute_rope_rows(const Tensor& hf_weight, int n_heads);
+// The inverse: interleaved rows back into HF's order (for writers of HF-ordered files).
+StatusOr<Tensor> permute_rope_rows(const Tensor& interleaved_weight, int n_heads);
 
 }  // namespace kuiper
