@@ -29,6 +29,12 @@ seed_model="$build/corpus/fuzz_checkpoint_llama2c_v0/seed-0"
 mkdir -p "$build/corpus/fuzz_checkpoint_kuiper"
 "$build/tools/kuiper_export" "$seed_model" "$build/corpus/fuzz_checkpoint_kuiper/seed-int8" --group-size 8 >/dev/null
 "$build/tools/kuiper_export" "$seed_model" "$build/corpus/fuzz_checkpoint_kuiper/seed-fp32" --quant none >/dev/null
+mkdir -p "$build/corpus/fuzz_checkpoint_gguf" "$build/corpus/fuzz_gguf_tokenizer"
+# (the tiny seed model has no tokenizer: kuiper_export's warning about it is expected)
+"$build/tools/kuiper_export" "$seed_model" "$build/corpus/fuzz_checkpoint_gguf/seed-f32" --quant none \
+  --out-format gguf >/dev/null 2>&1
+"$build/tools/kuiper_export" models/stories260K/stories260K.bin "$build/corpus/fuzz_gguf_tokenizer/seed-tok512" \
+  --quant none --out-format gguf >/dev/null
 
 mkdir -p "$build/crashes" "$build/logs"
 failed=()

@@ -93,6 +93,23 @@ TEST(Int8Quantize, RefusesPartialGroupsAndBadWeights) {
   EXPECT_FALSE(op::check_int8_weight(bad).ok());
 }
 
+// Groups run over the flattened matrix: 4 rows of 6 in groups of 4 are 6 groups, and rows
+// [2, 4) are groups [3, 6). Rows that split a group cannot be a weight of their own.
+TEST(Int8Quantize, RowSlicesTakeTheScalesOfTheirGroups) {
+  std::mt19937 rng(7);
+  const Tensor w = test::random_tensor({4, 6}, rng);
+  KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight q, quantize_int8(w, 4));
+  KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight rows, q.slice_rows(2, 4));
+  ASSERT_EQ(rows.scales.numel(), 3);
+  for (int g = 0; g < 3; ++g) EXPECT_EQ(rows.scales.data<float>()[g], q.scales.data<float>()[3 + g]) << g;
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor whole, dequantize_int8(q));
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor part, dequantize_int8(rows));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(part.data<float>()[i], whole.data<float>()[12 + i]) << i;
+  auto split = q.slice_rows(1, 3);
+  ASSERT_FALSE(split.ok());
+  EXPECT_NE(split.status().message().find("group boundaries"), std::string::npos) << split.status().message();
+}
+
 TEST(Int8Quantize, ConvertWeightQuantizesAndDequantizes) {
   std::mt19937 rng(11);
   Tensor w = test::random_tensor({8, 128}, rng);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kuiper/tensor/tensor.h"
 
@@ -27,16 +28,23 @@ struct Weight {
     return values.nbytes() + (scales.is_empty() ? 0 : scales.nbytes()) + (mins.is_empty() ? 0 : mins.nbytes());
   }
 
-  // Rows [begin, end) as a weight sharing this one's memory.
+  // Rows [begin, end) as a weight sharing this one's memory. Groups run over the flattened
+  // matrix and may straddle rows, so the rows must begin and end on group boundaries.
   StatusOr<Weight> slice_rows(int64_t begin, int64_t end) const {
     Weight part{Tensor(), Tensor(), group_size, Tensor()};
     KUIPER_ASSIGN_OR_RETURN(part.values, values.slice(begin, end));
-    const int64_t per_row = group_size > 0 ? cols() / group_size : 0;
+    if (group_size <= 0) return part;
+    const int64_t first = begin * cols(), last = end * cols();
+    if (first % group_size != 0 || last % group_size != 0) {
+      return unsupported("rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") of a " +
+                         std::to_string(cols()) + "-column weight in groups of " + std::to_string(group_size) +
+                         " do not begin and end on group boundaries");
+    }
     if (!scales.is_empty()) {
-      KUIPER_ASSIGN_OR_RETURN(part.scales, scales.slice(begin * per_row, end * per_row));
+      KUIPER_ASSIGN_OR_RETURN(part.scales, scales.slice(first / group_size, last / group_size));
     }
     if (!mins.is_empty()) {
-      KUIPER_ASSIGN_OR_RETURN(part.mins, mins.slice(begin * per_row, end * per_row));
+      KUIPER_ASSIGN_OR_RETURN(part.mins, mins.slice(first / group_size, last / group_size));
     }
     return part;
   }
