@@ -20,7 +20,8 @@ StatusOr<Tensor> quantization_source(const Tensor& values, int group_size) {
   // A NaN or Inf would become an integer, which is undefined behaviour.
   if (const int64_t bad = first_non_finite(src.data<float>(), src.numel()); bad >= 0) {
     return invalid_argument("cannot quantize " + values.describe() + ": weight [" + std::to_string(bad / src.dim(1)) +
-                            ", " + std::to_string(bad % src.dim(1)) + "] is " + non_finite_name(src.data<float>()[bad]));
+                            ", " + std::to_string(bad % src.dim(1)) + "], element " + std::to_string(bad) + " is " +
+                            non_finite_name(src.data<float>()[bad]));
   }
   return src;
 }
