@@ -61,6 +61,9 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
   app.add_option("-c,--context", flags.context, "context length in tokens (default: the model's maximum, at most 4096)")
       ->check(CLI::Range(1, 1 << 24));
   app.add_flag("--check-tensors", flags.check_tensors, "refuse weights holding NaN or Inf (reads the whole file)");
+  app.add_option("--tp", flags.tensor_parallel,
+                 "split the model over this many GPUs (cuda) or threads (cpu) by tensor parallelism")
+      ->check(CLI::Range(1, 64));
   if (!sampling) return;
   app.add_option("--temp", flags.sampler.temperature, "sampling temperature, 0 = greedy")
       ->check(CLI::Range(0.0, 100.0));
@@ -89,6 +92,7 @@ StatusOr<ModelOptions> model_options(const ModelFlags& flags) {
     KUIPER_ASSIGN_OR_RETURN(options.weight_dtype, parse_dtype(flags.dtype));
   }
   options.context = flags.context;
+  options.tensor_parallel = flags.tensor_parallel;
   return options;
 }
 

@@ -26,11 +26,13 @@ struct ModelFlags {
   std::string int4_scheme;  // "symmetric" or "min" when quantizing to int4 at load; empty = as stored or min
   int context = 0;        // 0 = the model's maximum
   bool check_tensors = false;  // scan the weights for NaN/Inf at load
+  int tensor_parallel = 1;  // GPUs (CUDA) or threads (CPU) the model is split over
   SamplerConfig sampler{1.0f, 0.9f, 0, 0};
   std::optional<uint64_t> seed;
 };
 
-// Adds -m/-t/--format/--device/--dtype (alias --quant int8|int4)/--group-size/--int4-scheme/-c/--check-tensors and, when
+// Adds -m/-t/--format/--device/--dtype (alias --quant int8|int4)/--group-size/--int4-scheme/-c/--check-tensors/--tp
+// and, when
 // `sampling`, --temp/--top-p/--top-k/--min-p/--seed.
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling = true);
 
@@ -56,7 +58,7 @@ StatusOr<LoadedEngine> load_engine(const ModelFlags& flags, const EngineOptions&
 // The flags' sampling (seed resolved as by sampler_config) for a request of max_tokens.
 SamplingParams sampling_params(const ModelFlags& flags, int max_tokens);
 
-// The model options the flags ask for (device, dtype, context).
+// The model options the flags ask for (device, dtype, context, tensor parallelism).
 StatusOr<ModelOptions> model_options(const ModelFlags& flags);
 // The checkpoint quantized to int8/int4 when --dtype int8/int4 asks for it (with --group-size).
 StatusOr<Checkpoint> quantize_if_asked(Checkpoint checkpoint, const ModelFlags& flags);

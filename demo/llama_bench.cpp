@@ -4,6 +4,7 @@
 //   llama_bench --shape 768,2048,12,12,12,32000 # a random-weight model built in memory
 //   llama_bench --shape llama2-7b --device cuda --contexts 128,1024,4096
 //   llama_bench --shape cpu-medium --batch 1,4,8,16 --contexts 128   # several sequences (engine)
+//   llama_bench --shape llama2-70b --device cuda --tp 4                # split over 4 GPUs
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "all_reduce_bench.h"
 #include "batch_bench.h"
 #include "cli_common.h"
 #include "guarded_main.h"
@@ -33,6 +35,7 @@ const std::map<std::string, std::vector<int>>& shape_presets() {
       {"cpu-medium", {768, 2048, 12, 12, 12, 32000}},
       {"llama2-7b", {4096, 11008, 32, 32, 32, 32000}},
       {"llama3-8b", {4096, 14336, 32, 32, 8, 128256}},
+      {"llama2-70b", {8192, 28672, 80, 64, 8, 32000}},
   };
   return presets;
 }
@@ -56,7 +59,7 @@ StatusOr<LlamaConfig> parse_shape(const std::string& text, int max_context) {
   const std::vector<int> v = preset != shape_presets().end() ? preset->second : parse_int_list(text);
   if (v.size() != 6) {
     return invalid_argument("--shape takes dim,hidden,layers,heads,kv_heads,vocab or a preset "
-                            "(cpu-medium, llama2-7b, llama3-8b), got '" + text + "'");
+                            "(cpu-medium, llama2-7b, llama3-8b, llama2-70b), got '" + text + "'");
   }
   LlamaConfig c;
   c.dim = v[0]; c.hidden_dim = v[1]; c.n_layers = v[2]; c.n_heads = v[3]; c.n_kv_heads = v[4];
@@ -137,7 +140,9 @@ Status run_batched(cli::ModelFlags flags, const std::string& shape, cli::BatchBe
     options.copy_gbs = bw.copy_gbs;
   } else {
     KUIPER_ASSIGN_OR_RETURN(options.copy_gbs, cuda_copy_bandwidth_gbs(size_t{1} << 30));
-    std::printf("device copy bandwidth: %.0f GB/s (1 GiB device-to-device, read+write)\n", options.copy_gbs);
+    std::printf("device copy bandwidth: %.0f GB/s (1 GiB device-to-device, read+write)%s\n", options.copy_gbs,
+                model.ranks() > 1 ? ", GPU 0; the roofline below is that of all ranks" : "");
+    options.copy_gbs *= model.ranks();
   }
   return cli::run_batch_bench(*engine, options);
 }
@@ -226,6 +231,15 @@ static int program_main(int argc, char** argv) {
               std::string(dtype_name(model->weight_dtype())).c_str(),
               std::string(dtype_name(model->kv_dtype())).c_str());
   std::printf("weights read per token: %.1f MB\n", model->weight_bytes() / 1e6);
+  const int ranks = model->ranks();
+  if (ranks > 1) {
+    // Two all-reduces of one residual row per layer, timed on their own.
+    const int per_token = 2 * model->config().n_layers;
+    auto t = cli::all_reduce_seconds(model->device(), ranks, model->config().dim, per_token);
+    if (!t.ok()) return cli::fail("llama_bench", t.status());
+    std::printf("tensor parallel over %d ranks: %d all-reduces of %d floats per token take %.1f us\n", ranks,
+                per_token, model->config().dim, *t * 1e6);
+  }
   HostBandwidth host_bw;
   double device_copy_gbs = 0;
   if (model->device() == DeviceType::kCPU) {
@@ -235,7 +249,9 @@ static int program_main(int argc, char** argv) {
     auto bw = cuda_copy_bandwidth_gbs(size_t{1} << 30);
     if (!bw.ok()) return cli::fail("llama_bench", bw.status());
     device_copy_gbs = *bw;
-    std::printf("device copy bandwidth: %.0f GB/s (1 GiB device-to-device, read+write)\n", device_copy_gbs);
+    std::printf("device copy bandwidth: %.0f GB/s (1 GiB device-to-device, read+write)%s\n", device_copy_gbs,
+                ranks > 1 ? ", GPU 0; the roofline below is that of all ranks" : "");
+    device_copy_gbs *= ranks;
   }
 
   // Warm up once (caches, thread pools, lazily created handles).

@@ -23,7 +23,15 @@ bool cuda_available();
 // Why CUDA cannot be used, for error messages ("this build has no CUDA", "no GPU found").
 std::string cuda_unavailable_reason();
 
-// The CUDA allocator (caching pool); an error when cuda_available() is false.
+// GPUs this process can use (0 without CUDA).
+int cuda_device_count();
+
+// Makes GPU `ordinal` the one this thread's CUDA work, streams and allocations go to (every
+// thread starts on GPU 0). A no-op for the CPU.
+Status use_device(DeviceType device, int ordinal);
+
+// The CUDA allocator of this thread's GPU (a caching pool per GPU); an error when
+// cuda_available() is false.
 StatusOr<Allocator*> cuda_allocator();
 
 // The allocator for `device`, or an error when this build or machine has no such device.
@@ -33,6 +41,11 @@ StatusOr<Allocator*> allocator_for(DeviceType device);
 // copies are immediate.
 Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device,
                   size_t bytes, Stream stream = nullptr);
+
+// Copies `rows` runs of `width` bytes from `src` (runs `src_pitch` bytes apart) to `dst` (runs
+// `dst_pitch` apart), both on `device`: a block of one matrix into another.
+Status copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows,
+                 DeviceType device, Stream stream = nullptr);
 
 // Waits for all work queued on `stream` (no-op on the CPU).
 Status synchronize(Stream stream);
@@ -45,7 +58,7 @@ struct DeviceMemoryInfo {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
 };
-// Free and total memory of the current GPU.
+// Free and total memory of this thread's GPU.
 StatusOr<DeviceMemoryInfo> cuda_memory_info();
 
 // Device-to-device copy bandwidth in GB/s (bytes read + written, median of several copies of

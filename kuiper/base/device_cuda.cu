@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/base/device.h"
@@ -13,6 +14,7 @@ namespace {
 
 struct CudaProbe {
   bool available = false;
+  int devices = 0;
   std::string reason;
 };
 
@@ -30,6 +32,7 @@ const CudaProbe& probe() {
                            (error == cudaErrorInsufficientDriver && !std::filesystem::exists("/dev/nvidiactl", no_node));
     if (error == cudaSuccess && count > 0) {
       p.available = true;
+      p.devices = count;
     } else {
       p.reason = no_device ? std::string("no CUDA device found")
                            : std::string("CUDA cannot be used: ") + cudaGetErrorString(error);
@@ -137,11 +140,30 @@ std::string cuda_unavailable_reason() {
   return probe().available ? std::string("CUDA is available") : probe().reason;
 }
 
+int cuda_device_count() { return probe().devices; }
+
+Status use_device(DeviceType device, int ordinal) {
+  if (device == DeviceType::kCPU) return ok_status();
+  if (!cuda_available()) return unsupported(cuda_unavailable_reason());
+  if (ordinal < 0 || ordinal >= probe().devices) {
+    return out_of_range("GPU " + std::to_string(ordinal) + " does not exist: this machine has " +
+                        std::to_string(probe().devices));
+  }
+  return cuda_status(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
+}
+
 StatusOr<Allocator*> cuda_allocator() {
   if (!cuda_available()) return unsupported(cuda_unavailable_reason());
-  // Never destroyed: tensors held in static objects release into it during exit.
-  static CudaCachingAllocator* const allocator = new CudaCachingAllocator;
-  return static_cast<Allocator*>(allocator);
+  // One pool per GPU, since a cached block belongs to the GPU it was allocated on. Never
+  // destroyed: tensors held in static objects release into them during exit.
+  static const std::vector<CudaCachingAllocator*> pools = [] {
+    std::vector<CudaCachingAllocator*> all;
+    for (int d = 0; d < probe().devices; ++d) all.push_back(new CudaCachingAllocator);
+    return all;
+  }();
+  int current = 0;
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaGetDevice(&current));
+  return static_cast<Allocator*>(pools[current]);
 }
 
 Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device,
@@ -163,6 +185,19 @@ Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType 
   KUIPER_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return cuda_status(cudaMemcpy(dst, src, bytes, kind),
                      "cudaMemcpy(" + std::to_string(bytes) + " bytes)");
+}
+
+Status copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows,
+                 DeviceType device, Stream stream) {
+  if (device == DeviceType::kCPU) {
+    for (size_t r = 0; r < rows; ++r) {
+      std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
+    }
+    return ok_status();
+  }
+  return cuda_status(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice,
+                                       as_cuda_stream(stream)),
+                     "cudaMemcpy2DAsync(" + std::to_string(rows) + " rows of " + std::to_string(width) + " bytes)");
 }
 
 Status synchronize(Stream stream) {

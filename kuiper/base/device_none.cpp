@@ -11,6 +11,12 @@ std::string cuda_unavailable_reason() {
   return "this build of kuiper has no CUDA support (configure with -DKUIPER_CUDA=ON)";
 }
 
+int cuda_device_count() { return 0; }
+
+Status use_device(DeviceType device, int) {
+  return device == DeviceType::kCPU ? ok_status() : unsupported(cuda_unavailable_reason());
+}
+
 StatusOr<Allocator*> cuda_allocator() { return unsupported(cuda_unavailable_reason()); }
 
 Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device,
@@ -19,6 +25,15 @@ Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType 
     return unsupported(cuda_unavailable_reason());
   }
   if (bytes != 0) std::memcpy(dst, src, bytes);
+  return ok_status();
+}
+
+Status copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows,
+                 DeviceType device, Stream) {
+  if (device != DeviceType::kCPU) return unsupported(cuda_unavailable_reason());
+  for (size_t r = 0; r < rows; ++r) {
+    std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
+  }
   return ok_status();
 }
 

@@ -6,6 +6,7 @@
 #include "kuiper/model/float_convert.h"
 #include "kuiper/model/weight_convert.h"
 #include "kuiper/op/kernel_shapes.h"
+#include "kuiper/parallel/rank_threads.h"
 
 namespace kuiper {
 namespace {
@@ -30,6 +31,24 @@ Status make_rope_tables(const LlamaConfig& config, int positions, Tensor& cos, T
 
 }  // namespace
 
+struct LlamaModel::RankGroup {
+  std::vector<std::unique_ptr<parallel::Communicator>> comms;  // one per rank
+  std::unique_ptr<parallel::RankThreads> threads;
+  std::vector<std::unique_ptr<LlamaModel>> peers;  // ranks 1..n-1
+
+  ~RankGroup() {
+    // Each rank's model goes on its own thread (its GPU), before the communicators its
+    // recorded graph uses.
+    if (threads == nullptr) return;
+    (void)threads->run([this](int rank) {
+      if (rank > 0) peers[rank - 1].reset();
+      return ok_status();
+    });
+  }
+};
+
+LlamaModel::LlamaModel() = default;
+
 LlamaModel::~LlamaModel() {
   // The graph goes before the context whose stream and scratch it uses; buffers are released
   // after this body, once the context has waited for its work.
@@ -39,14 +58,45 @@ LlamaModel::~LlamaModel() {
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const LlamaConfig& config, const LlamaWeights& weights,
                                                          const ModelOptions& options) {
+  const int ranks = options.tensor_parallel;
+  if (ranks == 1) return create_rank(config, weights, options, ParallelPlan{});
+  KUIPER_RETURN_IF_ERROR(config.validate());
+  KUIPER_RETURN_IF_ERROR(ParallelPlan::check(config, ranks));  // before any device is touched
+  auto group = std::make_unique<RankGroup>();
+  KUIPER_ASSIGN_OR_RETURN(group->comms, parallel::make_communicators(options.device, ranks));
+  KUIPER_ASSIGN_OR_RETURN(group->threads, parallel::RankThreads::start(options.device, ranks));
+  group->peers.resize(ranks - 1);
+  std::unique_ptr<LlamaModel> model;
+  const Status made = group->threads->run([&](int rank) -> Status {
+    KUIPER_ASSIGN_OR_RETURN(ParallelPlan plan, ParallelPlan::make(config, *group->comms[rank]));
+    KUIPER_ASSIGN_OR_RETURN(LlamaWeights mine, plan.rank_weights(config, weights, cpu_allocator()));
+    KUIPER_ASSIGN_OR_RETURN((rank == 0 ? model : group->peers[rank - 1]), create_rank(config, mine, options, plan));
+    return ok_status();
+  });
+  if (!made.ok()) {
+    if (model != nullptr) (void)group->threads->run([&](int rank) {
+      if (rank == 0) model.reset();  // on its own GPU, like the others
+      return ok_status();
+    });
+    return made;
+  }
+  model->group_ = std::move(group);
+  return model;
+}
+
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create_rank(const LlamaConfig& config, const LlamaWeights& weights,
+                                                              const ModelOptions& options, const ParallelPlan& plan) {
   std::unique_ptr<LlamaModel> model(new LlamaModel());
-  KUIPER_RETURN_IF_ERROR(model->init(config, weights, options));
+  model->whole_config_ = config;
+  model->plan_ = plan;
+  KUIPER_RETURN_IF_ERROR(model->init(plan.rank_config(config), weights, options));
   return model;
 }
 
 Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, const ModelOptions& options) {
   config_ = config;
   KUIPER_RETURN_IF_ERROR(config_.validate());
+  if (options.tensor_parallel < 1) return invalid_argument("tensor_parallel must be at least 1");
   device_ = options.device;
   if (device_ == DeviceType::kCUDA && !cuda_available()) return unsupported(cuda_unavailable_reason());
 
@@ -174,10 +224,17 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
     }
   }
   KUIPER_ASSIGN_OR_RETURN(final_norm_, norm(w.final_norm));
-  KUIPER_ASSIGN_OR_RETURN(classifier_, matmul("classifier", w.classifier));
+  // The classifier computes the logits of this rank's vocabulary rows (all of them on one rank).
+  const auto [first_word, last_word] = plan_.vocab_rows(config_.vocab_size);
   if (config_.shared_classifier) {
-    embedding_ = op::Embedding(classifier_.weight());  // one copy serves both
+    // One copy serves both: the embedding looks up any row, the classifier reads its own.
+    KUIPER_ASSIGN_OR_RETURN(op::Weight table, convert_weight(w.classifier, weight_dtype_, alloc));
+    KUIPER_ASSIGN_OR_RETURN(op::Weight rows, table.slice_rows(first_word, last_word));
+    classifier_ = op::MatMul("classifier", std::move(rows));
+    embedding_ = op::Embedding(std::move(table));
   } else {
+    KUIPER_ASSIGN_OR_RETURN(op::Weight rows, w.classifier.slice_rows(first_word, last_word));
+    KUIPER_ASSIGN_OR_RETURN(classifier_, matmul("classifier", rows));
     KUIPER_ASSIGN_OR_RETURN(op::Weight table, convert_weight(w.token_embedding, weight_dtype_, alloc));
     embedding_ = op::Embedding(std::move(table));
   }
@@ -290,6 +347,13 @@ Status LlamaModel::allocate_buffers() {
     KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
   }
   KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
+  if (plan_.split_vocab) {
+    const int64_t mine = classifier_.weight().rows(), sequences = max_sequences_;
+    KUIPER_ASSIGN_OR_RETURN(rank_logits_, f32({sequences, mine}));
+    if (sequences > 1) {
+      KUIPER_ASSIGN_OR_RETURN(gathered_logits_, f32({plan_.ranks * sequences * mine}));
+    }
+  }
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
   decode_.slots = decode_.positions;
   host_staging_.resize(2 * static_cast<size_t>(max_batch_));
@@ -313,6 +377,14 @@ StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
 }
 
 size_t LlamaModel::weight_bytes() const {
+  size_t bytes = rank_weight_bytes();
+  if (group_ != nullptr) {
+    for (const auto& peer : group_->peers) bytes += peer->rank_weight_bytes();
+  }
+  return bytes;
+}
+
+size_t LlamaModel::rank_weight_bytes() const {
   size_t bytes = embedding_.table().nbytes() / config_.vocab_size;  // one row is read
   for (const Layer& l : layers_) {
     for (const op::MatMul* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) bytes += m->weight().nbytes();
@@ -421,6 +493,17 @@ Status LlamaModel::norm_heads(const op::RmsNorm& norm, Tensor& x) {
 Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, const Tensor& in, const op::RmsNorm& next,
                                    Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
+  if (fused && plan_.ranks > 1) {
+    // This rank's product is a partial sum: the ranks add theirs up before it joins x, and
+    // the next norm runs on its own.
+    op::DecodeGemv gemv;
+    gemv.in = &in;
+    gemv.out = &a.delta;
+    KUIPER_RETURN_IF_ERROR(w.forward_decode(gemv, ctx));
+    KUIPER_RETURN_IF_ERROR(plan_.sum_partials(a.delta, ctx.stream()));
+    handoff_.applied = true;
+    return next.forward_residual(a.x, a.delta, handoff_.values, ctx);
+  }
   if (fused) {
     // The GEMV adds into x and hands the next norm on: x · g and the sums of squares of x.
     op::DecodeGemv gemv;
@@ -434,6 +517,7 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, cons
     return w.forward_decode(gemv, ctx);
   }
   KUIPER_RETURN_IF_ERROR(w.forward(in, a.delta, ctx));
+  KUIPER_RETURN_IF_ERROR(plan_.sum_partials(a.delta, ctx.stream()));
   if (!bias.is_empty()) KUIPER_RETURN_IF_ERROR(op::add_bias(a.delta, bias, ctx));
   return next.forward_residual(a.x, a.delta, a.normed, ctx);
 }
@@ -454,12 +538,51 @@ Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
 }
 
 Status LlamaModel::classify(Activations& a, int first, int count, Tensor& logits, bool fused) {
-  if (fused) {
-    return classifier_.forward_decode(
-        normed_gemv(handoff_.values, &handoff_.sumsq, final_norm_, op::GemvEpilogue::kStore, logits), *ctx_);
+  Tensor normed;
+  if (!fused) {
+    KUIPER_ASSIGN_OR_RETURN(normed, a.normed.slice(first, first + count));
   }
-  KUIPER_ASSIGN_OR_RETURN(Tensor normed, a.normed.slice(first, first + count));
-  return classifier_.forward(normed, logits, *ctx_);
+  return classify_rows(normed, count, logits, fused);
+}
+
+Status LlamaModel::classify_rows(const Tensor& normed, int64_t rows, Tensor& logits, bool fused) {
+  Tensor out = logits, staging;
+  if (plan_.split_vocab) {
+    // This rank computes its columns of the logits; the ranks gather them.
+    const int64_t words = classifier_.weight().rows();
+    if (rows <= rank_logits_.dim(0)) {
+      KUIPER_ASSIGN_OR_RETURN(out, rank_logits_.slice(0, rows));
+      if (rows > 1) {
+        KUIPER_ASSIGN_OR_RETURN(staging, gathered_logits_.slice(0, plan_.ranks * rows * words));
+      }
+    } else {  // forward_all's chunks: buffers for this call only
+      KUIPER_ASSIGN_OR_RETURN(out, Tensor::empty(DataType::kFP32, {rows, words}, ctx_->allocator()));
+      KUIPER_ASSIGN_OR_RETURN(staging, Tensor::empty(DataType::kFP32, {plan_.ranks * rows * words}, ctx_->allocator()));
+    }
+  }
+  if (fused) {
+    KUIPER_RETURN_IF_ERROR(classifier_.forward_decode(
+        normed_gemv(handoff_.values, &handoff_.sumsq, final_norm_, op::GemvEpilogue::kStore, out), *ctx_));
+  } else {
+    KUIPER_RETURN_IF_ERROR(classifier_.forward(normed, out, *ctx_));
+  }
+  return plan_.split_vocab ? gather_logits(out, logits, staging) : ok_status();
+}
+
+Status LlamaModel::gather_logits(const Tensor& mine, Tensor& logits, Tensor& staging) {
+  const Stream stream = ctx_->stream();
+  const int64_t rows = mine.dim(0), words = mine.dim(1);
+  // One row: rank order is column order.
+  if (rows == 1) return plan_.comm->all_gather(mine, logits, stream);
+  KUIPER_RETURN_IF_ERROR(plan_.comm->all_gather(mine, staging, stream));
+  const size_t width = words * sizeof(float);
+  for (int r = 0; r < plan_.ranks; ++r) {
+    KUIPER_RETURN_IF_ERROR(copy_rows(static_cast<float*>(logits.raw_data()) + r * words,
+                                     config_.vocab_size * sizeof(float),
+                                     static_cast<const float*>(staging.raw_data()) + r * rows * words, width, width,
+                                     rows, device_, stream));
+  }
+  return ok_status();
 }
 
 Status LlamaModel::decode_step() {
@@ -467,8 +590,35 @@ Status LlamaModel::decode_step() {
   return classify(decode_, 0, 1, logits_, fused_);
 }
 
+template <typename Step>
+StatusOr<Tensor> LlamaModel::on_every_rank(const Step& step) {
+  if (group_ == nullptr) return step(*this);
+  Tensor mine;
+  KUIPER_RETURN_IF_ERROR(group_->threads->run([&](int rank) -> Status {
+    LlamaModel& model = rank == 0 ? *this : *group_->peers[rank - 1];
+    KUIPER_ASSIGN_OR_RETURN(Tensor result, step(model));
+    if (rank == 0) mine = std::move(result);
+    return ok_status();
+  }));
+  return mine;
+}
+
 StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_pos) {
   KUIPER_RETURN_IF_ERROR(check_positions(tokens.size(), start_pos));
+  return on_every_rank([&](LlamaModel& rank) { return rank.forward_rank(tokens, start_pos); });
+}
+
+StatusOr<Tensor> LlamaModel::forward_all(std::span<const int32_t> tokens, int start_pos) {
+  KUIPER_RETURN_IF_ERROR(check_positions(tokens.size(), start_pos));
+  return on_every_rank([&](LlamaModel& rank) { return rank.forward_all_rank(tokens, start_pos); });
+}
+
+StatusOr<Tensor> LlamaModel::forward_step(const StepBatch& batch) {
+  KUIPER_RETURN_IF_ERROR(check_step(batch));
+  return on_every_rank([&](LlamaModel& rank) { return rank.forward_step_rank(batch); });
+}
+
+StatusOr<Tensor> LlamaModel::forward_rank(std::span<const int32_t> tokens, int start_pos) {
   if (tokens.size() == 1) {
     KUIPER_RETURN_IF_ERROR(upload_inputs(tokens, start_pos, decode_));
     // Every decode step queues the same kernels on the same buffers (positions are read on the
@@ -496,8 +646,7 @@ StatusOr<Tensor> LlamaModel::forward(std::span<const int32_t> tokens, int start_
   return logits_;
 }
 
-StatusOr<Tensor> LlamaModel::forward_all(std::span<const int32_t> tokens, int start_pos) {
-  KUIPER_RETURN_IF_ERROR(check_positions(tokens.size(), start_pos));
+StatusOr<Tensor> LlamaModel::forward_all_rank(std::span<const int32_t> tokens, int start_pos) {
   const int64_t vocab = config_.vocab_size, total = static_cast<int64_t>(tokens.size());
   KUIPER_ASSIGN_OR_RETURN(Tensor all, Tensor::empty(DataType::kFP32, {total, vocab}, cpu_allocator()));
   KUIPER_ASSIGN_OR_RETURN(Tensor chunk_logits, Tensor::empty(DataType::kFP32, {max_batch_, vocab}, ctx_->allocator()));
@@ -585,13 +734,12 @@ Status LlamaModel::upload_step(const StepBatch& b, Activations& a) {
   return ok_status();
 }
 
-StatusOr<Tensor> LlamaModel::forward_step(const StepBatch& b) {
-  KUIPER_RETURN_IF_ERROR(check_step(b));
+StatusOr<Tensor> LlamaModel::forward_step_rank(const StepBatch& b) {
   const int64_t vocab = config_.vocab_size, wanted = static_cast<int64_t>(b.logit_rows.size());
   KUIPER_ASSIGN_OR_RETURN(Tensor logits, step_logits_.slice(0, wanted));
   const bool last_row_only = wanted == 0 || (wanted == 1 && b.logit_rows[0] + 1 == static_cast<int32_t>(b.tokens.size()));
   if (fused_ && last_row_only && is_contiguous(b)) {
-    KUIPER_ASSIGN_OR_RETURN(Tensor last, forward(b.tokens, b.positions[0]));
+    KUIPER_ASSIGN_OR_RETURN(Tensor last, forward_rank(b.tokens, b.positions[0]));
     if (wanted == 0) return logits;
     KUIPER_ASSIGN_OR_RETURN(Tensor row, logits.reshape({vocab}));
     KUIPER_RETURN_IF_ERROR(row.copy_from(last, ctx_->stream()));
@@ -609,7 +757,7 @@ StatusOr<Tensor> LlamaModel::forward_step(const StepBatch& b) {
     KUIPER_ASSIGN_OR_RETURN(Tensor src, acts.normed.slice(b.logit_rows[i], b.logit_rows[i] + 1));
     KUIPER_RETURN_IF_ERROR(dst.copy_from(src, ctx_->stream()));
   }
-  KUIPER_RETURN_IF_ERROR(classifier_.forward(picked, logits, *ctx_));
+  KUIPER_RETURN_IF_ERROR(classify_rows(picked, wanted, logits, false));
   return logits;
 }
 

@@ -11,6 +11,7 @@
 #include "kuiper/base/device.h"
 #include "kuiper/model/llama_config.h"
 #include "kuiper/model/llama_weights.h"
+#include "kuiper/model/parallel_plan.h"
 #include "kuiper/op/execution_context.h"
 #include "kuiper/op/layers.h"
 
@@ -34,6 +35,9 @@ struct ModelOptions {
   int kv_slots = 0;
   int kv_block_size = 0;   // positions per block of a paged cache; 0 = forward() only
   int max_sequences = 1;   // sequences one forward_step may carry
+  // Ranks the model is split over (model/parallel_plan.h): GPUs 0..n-1 on CUDA, threads of
+  // this process on the CPU.
+  int tensor_parallel = 1;
 };
 
 // Rows of several sequences for one forward pass (kernel_table.h, PagedKv): row i is token
@@ -51,18 +55,22 @@ class LlamaModel {
  public:
   // Places `weights` (host tensors, e.g. a loaded checkpoint's) on the device in the chosen
   // dtype; the model keeps no reference to them afterwards unless they are used in place
-  // (fp32 weights on the CPU stay views of the mapped file).
+  // (fp32 weights on the CPU stay views of the mapped file). With options.tensor_parallel > 1
+  // the returned model is rank 0 of a group: it holds the other ranks and answers for all of
+  // them, each call running on every rank at once.
   static StatusOr<std::unique_ptr<LlamaModel>> create(const LlamaConfig& config, const LlamaWeights& weights,
                                                       const ModelOptions& options);
   ~LlamaModel();
 
-  const LlamaConfig& config() const { return config_; }
+  const LlamaConfig& config() const { return whole_config_; }
   DeviceType device() const { return device_; }
   int context() const { return context_; }
   DataType weight_dtype() const { return weight_dtype_; }
   DataType kv_dtype() const { return kv_dtype_; }
-  size_t weight_bytes() const;  // bytes of parameters the model reads per token
-  // Where the model's kernels run; work for the model's tensors goes on its stream.
+  int ranks() const { return plan_.ranks; }
+  size_t weight_bytes() const;  // bytes of parameters the model (all its ranks) reads per token
+  // Where the model's kernels run (rank 0's GPU); work for the tensors the model returns goes
+  // on its stream.
   const op::ExecutionContext& execution_context() const { return *ctx_; }
   Stream stream() const { return ctx_->stream(); }
 
@@ -128,7 +136,22 @@ class LlamaModel {
     bool applied = false;
   };
 
-  LlamaModel() = default;
+  // The other ranks of a tensor-parallel group, held by rank 0 (llama_model.cpp).
+  struct RankGroup;
+
+  LlamaModel();
+  // One rank's model: `config` is the whole network's, `weights` the rank's (plan.rank_weights).
+  static StatusOr<std::unique_ptr<LlamaModel>> create_rank(const LlamaConfig& config, const LlamaWeights& weights,
+                                                           const ModelOptions& options, const ParallelPlan& plan);
+  // Runs `step` on every rank at once (on this model alone without a group) and returns this
+  // rank's result. Inputs are checked before: a rank that failed alone would leave the others
+  // waiting in a collective.
+  template <typename Step>
+  StatusOr<Tensor> on_every_rank(const Step& step);
+  StatusOr<Tensor> forward_rank(std::span<const int32_t> tokens, int start_pos);
+  StatusOr<Tensor> forward_all_rank(std::span<const int32_t> tokens, int start_pos);
+  StatusOr<Tensor> forward_step_rank(const StepBatch& batch);
+  size_t rank_weight_bytes() const;
   Status init(const LlamaConfig& config, const LlamaWeights& weights, const ModelOptions& options);
   Status place_weights(const LlamaWeights& weights);
   Status allocate_buffers();
@@ -164,10 +187,18 @@ class LlamaModel {
   Status feed_forward(Layer& layer, Activations& a, bool fused);
   // The final norm's output of rows [first, first + count) → logits.
   Status classify(Activations& a, int first, int count, Tensor& logits, bool fused);
+  // Logits [rows, vocab] of the normed rows [rows, dim] (fused: of the handed-on norm of one row).
+  Status classify_rows(const Tensor& normed, int64_t rows, Tensor& logits, bool fused);
+  // This rank's columns of the logits, `mine` [rows, vocab / ranks], gathered from every rank
+  // into `logits` [rows, vocab], through `staging` (ranks · rows · vocab / ranks) when rows > 1.
+  Status gather_logits(const Tensor& mine, Tensor& logits, Tensor& staging);
   // One decode step after upload: the network and the classifier into logits_.
   Status decode_step();
 
-  LlamaConfig config_;
+  LlamaConfig whole_config_;  // the network
+  LlamaConfig config_;        // this rank's share of it (ParallelPlan::rank_config)
+  ParallelPlan plan_;
+  std::unique_ptr<RankGroup> group_;  // rank 0 of several only
   DeviceType device_ = DeviceType::kCPU;
   DataType weight_dtype_ = DataType::kFP32;
   DataType kv_dtype_ = DataType::kFP32;
@@ -201,6 +232,9 @@ class LlamaModel {
   DataType matmul_input_dtype_ = DataType::kFP32;  // the table's matmul_input for the weights
   NormHandoff handoff_;       // fused decode only
   Tensor logits_;             // [vocab]
+  // A split vocabulary: this rank's logits [max_sequences, vocab / ranks] and the gathered
+  // [ranks, max_sequences, vocab / ranks] before they are put in row order.
+  Tensor rank_logits_, gathered_logits_;
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
   bool use_graph_ = false;
   std::unique_ptr<DeviceGraph> decode_graph_;  // recorded on the first decode step

@@ -48,6 +48,11 @@ struct Weight {
     }
     return part;
   }
+
+  // Columns [begin, end) as a new host weight in `alloc` (a copy: columns are not contiguous).
+  // Quantized weights must have whole groups in each row, and the columns must begin and end
+  // on group boundaries, so that each group keeps its scale.
+  StatusOr<Weight> slice_cols(int64_t begin, int64_t end, Allocator& alloc) const;
 };
 
 }  // namespace kuiper::op

@@ -1,0 +1,13 @@
+// The time of the all-reduces a tensor-parallel decode step makes (two per layer, of one
+// residual row), measured on their own over a group like the model's.
+#pragma once
+
+#include "kuiper/base/device.h"
+
+namespace kuiper::cli {
+
+// Median seconds of `count` back-to-back all-reduces of `floats` fp32 values over `ranks` ranks
+// of `device` (each rank on its own thread and GPU, as in the model).
+StatusOr<double> all_reduce_seconds(DeviceType device, int ranks, int64_t floats, int count);
+
+}  // namespace kuiper::cli

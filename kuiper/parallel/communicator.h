@@ -1,0 +1,36 @@
+// Collectives over the ranks of a tensor-parallel group (model/parallel_plan.h): every rank
+// calls the same collective, in the same order, with tensors of the same shape. On CUDA they
+// are NCCL's, one communicator per GPU of one process; on the CPU an in-process group of
+// threads that sums in rank order, so that a split model can be tested without GPUs.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kuiper/base/device.h"
+#include "kuiper/tensor/tensor.h"
+
+namespace kuiper::parallel {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  // Replaces `values` (fp32, on this rank's device) by its elementwise sum over the ranks;
+  // queued on `stream` (CPU: done on return).
+  virtual Status all_reduce_sum(Tensor& values, Stream stream) = 0;
+  // `whole` (fp32, ranks × part's elements) receives every rank's `part`, in rank order.
+  virtual Status all_gather(const Tensor& part, Tensor& whole, Stream stream) = 0;
+};
+
+// One communicator per rank for `ranks` ranks of `device`: rank r of a CUDA group runs on GPU r
+// (parallel/rank_threads.h binds each rank's thread to it). An error when the build has no NCCL
+// or the machine has fewer GPUs.
+StatusOr<std::vector<std::unique_ptr<Communicator>>> make_communicators(DeviceType device, int ranks);
+
+// The CPU group (in_process_communicator.cpp) and the NCCL one (nccl_communicator.cpp).
+std::vector<std::unique_ptr<Communicator>> make_in_process_communicators(int ranks);
+StatusOr<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(int ranks);
+
+}  // namespace kuiper::parallel
