@@ -460,8 +460,8 @@ op::DecodeGemv normed_gemv(const Tensor& values, const Tensor* sumsq, const op::
 Status LlamaModel::project_qkv(Layer& layer, Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused) {
-    const Tensor* sumsq = handoff_.applied ? nullptr : &handoff_.sumsq;
-    op::DecodeGemv gemv = normed_gemv(handoff_.values, sumsq, layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
+    op::DecodeGemv gemv =
+        normed_gemv(handoff_.values, handoff_.sums(), layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
     gemv.rope_kv = rope_.target(a.positions, nullptr, static_cast<int>(a.q.numel()), keys(layer, a), values(layer, a));
     return layer.wqkv.forward_decode(gemv, ctx);
   }
@@ -526,7 +526,7 @@ Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused) {
     return layer.w13.forward_decode(
-        normed_gemv(handoff_.values, &handoff_.sumsq, layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu), ctx);
+        normed_gemv(handoff_.values, handoff_.sums(), layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu), ctx);
   }
   KUIPER_RETURN_IF_ERROR(layer.w1.forward(a.normed, a.gate, ctx));
   KUIPER_RETURN_IF_ERROR(layer.w3.forward(a.normed, a.up, ctx));
@@ -562,7 +562,7 @@ Status LlamaModel::classify_rows(const Tensor& normed, int64_t rows, Tensor& log
   }
   if (fused) {
     KUIPER_RETURN_IF_ERROR(classifier_.forward_decode(
-        normed_gemv(handoff_.values, &handoff_.sumsq, final_norm_, op::GemvEpilogue::kStore, out), *ctx_));
+        normed_gemv(handoff_.values, handoff_.sums(), final_norm_, op::GemvEpilogue::kStore, out), *ctx_));
   } else {
     KUIPER_RETURN_IF_ERROR(classifier_.forward(normed, out, *ctx_));
   }

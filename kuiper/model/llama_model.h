@@ -134,6 +134,8 @@ class LlamaModel {
     Tensor values;  // fp32 [dim]
     Tensor sumsq;   // fp32 [decode_sumsq_runs(dim)]
     bool applied = false;
+    // What the next GEMV divides by: the sums of squares, or none once the norm has run.
+    const Tensor* sums() const { return applied ? nullptr : &sumsq; }
   };
 
   // The other ranks of a tensor-parallel group, held by rank 0 (llama_model.cpp).
