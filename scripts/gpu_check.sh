@@ -7,6 +7,10 @@
 #                        roofline, and transformers' batched generate on the same shape
 #   gpu_check.sh serve   kuiper_server on a random-weight 7B-shape model, 64 concurrent streams
 #                        through the openai SDK (carry it as wheels, see shared/DEVICE.md)
+#   gpu_check.sh cuda    only the CUDA test programs (all GPUs), memcheck on the kernel and model tests
+#   gpu_check.sh tp      several GPUs: split models against one GPU (8B shape included), 8B-shape
+#                        decode on 1, 2 and 4 GPUs
+#   gpu_check.sh tp70    LLaMA-2-70B shape: bf16 over 4 GPUs, int8 over 2
 # Run from the project root on the device machine, carrying .device-deps (and .whl for serve).
 # Logs go to $OUT (or ./gpu-check); short results are printed. Later stages reuse build-gpu when
 # the machine is warm. The packages the GPU image lacks, bundled here beforehand:
@@ -18,6 +22,13 @@ out=${OUT:-gpu-check}
 mkdir -p "$out"
 source .device-deps/setup.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+# NVLink multicast (NVLS) stays off on these shared machines: it can take the host's GPUs down.
+export NCCL_NVLS_ENABLE=0
+# NCCL: the CUDA toolkit's, else the one PyTorch brings as a Python package.
+if [[ ! -e /usr/local/cuda/include/nccl.h && -z ${NCCL_ROOT:-} ]]; then
+  NCCL_ROOT=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null) && export NCCL_ROOT
+fi
+echo "NCCL: ${NCCL_ROOT:-/usr/local/cuda}"
 
 build() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKUIPER_CUDA=ON \
@@ -76,11 +87,45 @@ serve() {
   kill -TERM "$server"; wait "$server"; echo "server exit status: $?"
 }
 
+cuda() {
+  for t in build-gpu/test/test_cuda_*; do
+    echo "== $t"
+    KUIPER_LARGE_TESTS=1 "$t" > "$out/$(basename "$t").txt" 2>&1
+    grep -E "worst|ranks:|engine|batch|PASSED|FAILED|SKIPPED \]" "$out/$(basename "$t").txt" | head -20
+  done
+  for t in test_cuda_kernels test_cuda_model; do
+    compute-sanitizer --tool memcheck build-gpu/test/$t > "$out/memcheck_$t.txt" 2>&1
+    echo "memcheck $t: $(grep 'ERROR SUMMARY' "$out/memcheck_$t.txt")"
+  done
+}
+
+tp_bench() {  # shape dtype ranks contexts
+  echo "== $1 $2 over $3 GPUs"
+  build-gpu/demo/llama_bench --shape "$1" --device cuda --dtype "$2" --tp "$3" --contexts "$4" 2>&1 |
+    tee -a "$out/tp_bench.txt" | grep -E "tensor parallel|copy bandwidth|prefill|decode at|error"
+}
+
+tp() {
+  nvidia-smi topo -m | head -8
+  build-gpu/test/test_tensor_parallel 2>&1 | tail -1
+  KUIPER_LARGE_TESTS=1 build-gpu/test/test_cuda_tensor_parallel 2>&1 | tee "$out/tp_test.txt" |
+    grep -E "ranks:|OK \]|FAILED|PASSED|Failure" | head -20
+  for ranks in 1 2 4; do tp_bench llama3-8b bf16 "$ranks" 128,4096; done
+}
+
+tp70() {
+  tp_bench llama2-70b bf16 4 128,4096
+  tp_bench llama2-70b int8 2 128,4096
+}
+
 stage=${1:-tests}
 build
 case "$stage" in
   tests) tests ;;
   bench) bench ;;
   serve) serve ;;
-  *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench or serve)"; exit 2 ;;
+  cuda) cuda ;;
+  tp) tp ;;
+  tp70) tp70 ;;
+  *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, serve, cuda, tp or tp70)"; exit 2 ;;
 esac
