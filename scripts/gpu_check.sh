@@ -30,10 +30,12 @@ if [[ ! -e /usr/local/cuda/include/nccl.h && -z ${NCCL_ROOT:-} ]]; then
 fi
 echo "NCCL: ${NCCL_ROOT:-/usr/local/cuda}"
 
-build() {
+build() {  # [targets...]: everything by default
+  local targets=()
+  (($#)) && targets=(--target "$@")
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKUIPER_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/cmake.txt" 2>&1 &&
-    cmake --build build-gpu -j16 > "$out/build.txt" 2>&1 && return 0
+    cmake --build build-gpu -j"$(nproc)" "${targets[@]}" > "$out/build.txt" 2>&1 && return 0
   grep -m3 -B2 -A8 -E "error|Error" "$out/build.txt" "$out/cmake.txt"
   exit 1
 }
@@ -119,7 +121,12 @@ tp70() {
 }
 
 stage=${1:-tests}
-build
+case "$stage" in
+  tp) build llama_bench test_tensor_parallel test_cuda_tensor_parallel ;;
+  tp70) build llama_bench ;;
+  *) build ;;
+esac
+grep -E "kuiper: (CUDA|NCCL|no NCCL)" "$out/cmake.txt"
 case "$stage" in
   tests) tests ;;
   bench) bench ;;
