@@ -96,9 +96,9 @@ Status launch_built(GemvEpilogue epilogue, bool norm, Launch&& launch) {
         return not_built(epilogue, norm);
       }
       break;
-    case E::kSwiglu:
-      if (!norm) return not_built(epilogue, norm);
-      e = launch.template operator()<E::kSwiglu, true>();
+    case E::kSwiglu:  // without a norm under tensor parallelism, whose norm runs after the sum
+      e = norm ? launch.template operator()<E::kSwiglu, true>()
+               : launch.template operator()<E::kSwiglu, false>();
       break;
     case E::kRopeKv:
       e = norm ? launch.template operator()<E::kRopeKv, true>()
