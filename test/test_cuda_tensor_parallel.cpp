@@ -102,14 +102,7 @@ TEST_F(CudaTensorParallel, StoriesFp32GreedyIdentical) {
 // bf16 rounds each rank's normed inputs and the KV cache alike; the partial sums are added in
 // fp32 in another order, so only the logits' bf16 bound is asserted.
 TEST_F(CudaTensorParallel, RandomBf16WithinItsBound) {
-  LlamaConfig config;
-  config.dim = 512;
-  config.hidden_dim = 1376;
-  config.n_layers = 4;
-  config.n_heads = 8;
-  config.n_kv_heads = 4;
-  config.vocab_size = 4000;
-  config.max_seq_len = 256;
+  LlamaConfig config = test::model_shape(512, 1376, 4, 8, 4, 4000, 256);
   config.shared_classifier = false;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint c, make_random_checkpoint(config, 5, DataType::kBF16));
   for (int ranks : {2, 4}) expect_split_matches(c, DataType::kBF16, ranks, 32, 2e-2, false);
@@ -117,14 +110,7 @@ TEST_F(CudaTensorParallel, RandomBf16WithinItsBound) {
 
 TEST_F(CudaTensorParallel, Llama3_8bShapeFp32GreedyIdentical) {
   if (std::getenv("KUIPER_LARGE_TESTS") == nullptr) GTEST_SKIP() << "set KUIPER_LARGE_TESTS to run";
-  LlamaConfig config;
-  config.dim = 4096;
-  config.hidden_dim = 14336;
-  config.n_layers = 32;
-  config.n_heads = 32;
-  config.n_kv_heads = 8;
-  config.vocab_size = 128256;
-  config.max_seq_len = 256;
+  LlamaConfig config = test::model_shape(4096, 14336, 32, 32, 8, 128256, 256);
   config.rope_theta = 500000.f;
   config.shared_classifier = false;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint c, make_random_checkpoint(config, 8, DataType::kFP32));

@@ -73,14 +73,7 @@ Checkpoint stories260k() {
 // Every switch the families use: GQA, all biases, per-head q/k norms, an untied classifier,
 // and a vocabulary that does not divide by the ranks (kept whole on each).
 Checkpoint every_switch() {
-  LlamaConfig config;
-  config.dim = 64;
-  config.hidden_dim = 96;
-  config.n_layers = 2;
-  config.n_heads = 8;
-  config.n_kv_heads = 2;
-  config.vocab_size = 301;
-  config.max_seq_len = 64;
+  LlamaConfig config = test::model_shape(64, 96, 2, 8, 2, 301, 64);
   config.shared_classifier = false;
   config.qkv_bias = config.output_bias = config.mlp_bias = config.qk_norm = true;
   auto made = make_random_checkpoint(config, 7);
@@ -149,14 +142,7 @@ TEST(TensorParallel, PagedStepOfSeveralSequencesMatchesTheWholeModel) {
 }
 
 TEST(TensorParallel, Int8WeightsSplitOnGroupBoundaries) {
-  LlamaConfig config;
-  config.dim = 64;
-  config.hidden_dim = 128;
-  config.n_layers = 2;
-  config.n_heads = 4;
-  config.n_kv_heads = 4;
-  config.vocab_size = 256;
-  config.max_seq_len = 64;
+  const LlamaConfig config = test::model_shape(64, 128, 2, 4, 4, 256, 64);
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint fp32, make_random_checkpoint(config, 3));
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint int8, convert_checkpoint(fp32, {DataType::kINT8, 32}));
   expect_same_generation(int8, 2);

@@ -48,6 +48,18 @@ const op::ExecutionContext& kernel_context(DeviceType device) {
   return *ctx;
 }
 
+LlamaConfig model_shape(int dim, int hidden_dim, int layers, int heads, int kv_heads, int vocab, int max_seq_len) {
+  LlamaConfig c;
+  c.dim = dim;
+  c.hidden_dim = hidden_dim;
+  c.n_layers = layers;
+  c.n_heads = heads;
+  c.n_kv_heads = kv_heads;
+  c.vocab_size = vocab;
+  c.max_seq_len = max_seq_len;
+  return c;
+}
+
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo, float hi) {
   auto t = Tensor::zeros_cpu(DataType::kFP32, shape);
   CHECK(t.ok()) << t.status().to_string();

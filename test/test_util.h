@@ -35,6 +35,9 @@ std::vector<float> last_logits(const Checkpoint& ckpt, const std::vector<int32_t
 // program, with scratch larger than any shape the kernel tests use (no model sizes it for them).
 const op::ExecutionContext& kernel_context(DeviceType device);
 
+// The shape of a random-weight test model (other fields at their defaults).
+LlamaConfig model_shape(int dim, int hidden_dim, int layers, int heads, int kv_heads, int vocab, int max_seq_len);
+
 // fp32 CPU tensor with values uniform in [lo, hi).
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
 
