@@ -2,9 +2,12 @@
 # The GPU-machine session for the whole project, in stages that each fit one device call:
 #   gpu_check.sh tests   build, every test (CUDA ones included), compute-sanitizer memcheck on the
 #                        CUDA test programs
-#   gpu_check.sh bench   a story on the GPU, one-sequence decode/prefill against transformers,
-#                        batched decode of 1-64 sequences (7B/8B shapes, bf16/int8) with the batched
+#   gpu_check.sh bench   a story on the GPU, one-sequence decode/prefill against transformers
+#   gpu_check.sh batch   batched decode of 1-64 sequences (7B/8B shapes, bf16) with the batched
 #                        roofline, and transformers' batched generate on the same shape
+#   gpu_check.sh int8batch  the same for int8 weights (7B shape)
+#   gpu_check.sh quant   one-sequence decode of bf16, int8 and int4 weights (7B/8B shapes) in one
+#                        run, the int8/int4 CUDA tests and the GEMV kernel benchmark
 #   gpu_check.sh serve   kuiper_server on a random-weight 7B-shape model, 64 concurrent streams
 #                        through the openai SDK (carry it as wheels, see shared/DEVICE.md)
 #   gpu_check.sh cuda    only the CUDA test programs (all GPUs), memcheck on the kernel and model tests
@@ -34,9 +37,9 @@ build() {  # [targets...]: everything by default
   local targets=()
   (($#)) && targets=(--target "$@")
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKUIPER_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/cmake.txt" 2>&1 &&
-    cmake --build build-gpu -j"$(nproc)" "${targets[@]}" > "$out/build.txt" 2>&1 && return 0
-  grep -m3 -B2 -A8 -E "error|Error" "$out/build.txt" "$out/cmake.txt"
+    -DCMAKE_CUDA_ARCHITECTURES=90 > /tmp/cmake.txt 2>&1 &&
+    cmake --build build-gpu -j"$(nproc)" "${targets[@]}" > /tmp/build.txt 2>&1 && return 0
+  grep -m3 -B2 -A8 -E "error|Error" /tmp/build.txt /tmp/cmake.txt
   exit 1
 }
 
@@ -53,22 +56,45 @@ tests() {
 }
 
 bench() {
-  local bench=build-gpu/demo/llama_bench log="$out/batch_bench.txt"
   build-gpu/demo/llama_infer --device cuda --temp 0 -n 60 2>&1 | tail -3
-  python3 scripts/compare_transformers.py --bench "$bench" 2>&1 | tee "$out/bench.txt" | tail -6
-  # Several sequences decoding together. A 7B-shape (MHA) sequence holds 0.5 MB of bf16 KV per
-  # token, so 32 and 64 sequences of 4096 tokens do not fit beside the weights on one GPU.
-  : > "$log"
-  for dtype in bf16 int8; do
-    for run in "llama2-7b 512 1,8,32,64" "llama2-7b 4096 1,8,16" "llama3-8b 512 1,8,32,64" "llama3-8b 4096 1,8,32,64"; do
-      set -- $run
-      echo "== $1 $dtype context $2 batches $3" | tee -a "$log"
-      "$bench" --shape "$1" --device cuda --dtype "$dtype" --batch "$3" --contexts "$2" 2>&1 |
-        tee -a "$log" | grep -E "^ +[0-9]+ +[0-9]+ |error|copy" | tail -6
+  python3 scripts/compare_transformers.py --bench build-gpu/demo/llama_bench 2>&1 | tee "$out/bench.txt" | tail -6
+}
+
+batched() {  # dtype, then "shape context batches" runs
+  local dtype=$1 log="$out/batch_bench_$1.txt"
+  shift
+  for run in "$@"; do
+    set -- $run
+    echo "== $1 $dtype context $2 batches $3" | tee -a "$log"
+    build-gpu/demo/llama_bench --shape "$1" --device cuda --dtype "$dtype" --batch "$3" --contexts "$2" 2>&1 |
+      tee -a "$log" | grep -E "^ +[0-9]+ +[0-9]+ |error|copy" | tail -6
+  done
+}
+
+batch() {
+  # A 7B-shape (MHA) sequence holds 0.5 MB of bf16 KV per token, so 32 and 64 sequences of 4096
+  # tokens do not fit beside the weights on one GPU.
+  batched bf16 "llama2-7b 512 1,8,32,64" "llama2-7b 4096 8,16" "llama3-8b 512 8,32,64" "llama3-8b 4096 8,32,64"
+  python3 scripts/compare_transformers_batched.py --bench build-gpu/demo/llama_bench --shape llama2-7b \
+    --batch 32 --prompt 512 2>&1 | tee "$out/hf_batched.txt" | tail -4
+}
+
+int8batch() { batched int8 "llama2-7b 512 1,8,32" "llama2-7b 4096 8"; }
+
+quant() {
+  for shape in llama2-7b llama3-8b; do
+    for dtype in bf16 int8 int4; do
+      echo "== $shape $dtype" | tee -a "$out/quant.txt"
+      build-gpu/demo/llama_bench --shape "$shape" --device cuda --dtype "$dtype" --contexts 128,4096 2>&1 |
+        tee -a "$out/quant.txt" | grep -E "decode at|error"
     done
   done
-  python3 scripts/compare_transformers_batched.py --bench "$bench" --shape llama2-7b --batch 32 --prompt 512 \
-    2>&1 | tee "$out/hf_batched.txt" | tail -4
+  for t in test_cuda_int4 test_cuda_int8; do
+    build-gpu/test/$t > "$out/$t.txt" 2>&1
+    echo "$t: $(grep -E "PASSED|FAILED" "$out/$t.txt" | tr '\n' ' ')"
+  done
+  build-gpu/tools/cuda_kernels_bench > "$out/kernels.txt" 2>&1
+  grep -E "copy|gemv int(4|8) [0-9x]+ " "$out/kernels.txt"
 }
 
 serve() {
@@ -120,19 +146,23 @@ tp70() {
   tp_bench llama2-70b int8 2 128,4096
 }
 
-stage=${1:-tests}
-case "$stage" in
-  tp) build llama_bench test_tensor_parallel test_cuda_tensor_parallel ;;
-  tp70) build llama_bench ;;
-  *) build ;;
-esac
-grep -E "kuiper: (CUDA|NCCL|no NCCL)" "$out/cmake.txt"
-case "$stage" in
-  tests) tests ;;
-  bench) bench ;;
-  serve) serve ;;
-  cuda) cuda ;;
-  tp) tp ;;
-  tp70) tp70 ;;
-  *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, serve, cuda, tp or tp70)"; exit 2 ;;
-esac
+# Several stages may follow each other in one call: gpu_check.sh quant int8batch serve
+stages=("${@:-tests}")
+targets=()
+for stage in "${stages[@]}"; do
+  case "$stage" in
+    tp) targets+=(llama_bench test_tensor_parallel test_cuda_tensor_parallel) ;;
+    tp70 | batch | int8batch) targets+=(llama_bench) ;;
+    quant) targets+=(llama_bench cuda_kernels_bench test_cuda_int4 test_cuda_int8) ;;
+    serve) targets+=(kuiper_server) ;;
+    tests | bench | cuda) targets=(all) && break ;;
+    *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, batch, int8batch, quant, serve, cuda, tp or tp70)"
+       exit 2 ;;
+  esac
+done
+if [[ ${targets[0]} == all ]]; then build; else build "${targets[@]}"; fi
+grep -E "kuiper: (CUDA|NCCL|no NCCL)" /tmp/cmake.txt
+for stage in "${stages[@]}"; do
+  echo "#### $stage"
+  "$stage"
+done

@@ -135,9 +135,9 @@ TEST_F(CudaModel, GreedyStoryEqualsCpu) {
 }
 
 // The engine on CUDA: a greedy request alone (one sequence: the fused decode GEMVs and the CUDA
-// graph) and among seven others joining at different times (GEMM for the batch, paged
+// graph) and among batch - 1 others joining at different times (GEMM for the batch, paged
 // attention). fp32: the same tokens and logits within 1e-4; bf16: the bound is printed.
-TEST_F(CudaModel, EngineBatchOfEightAgainstAlone) {
+void expect_batch_invariance(int batch) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto target, tokenizer->encode("Once upon a time, there was a big dog", {.add_bos = true}));
@@ -146,7 +146,7 @@ TEST_F(CudaModel, EngineBatchOfEightAgainstAlone) {
     std::map<int, std::vector<float>> logits[2];
     for (int batched = 0; batched < 2; ++batched) {
       RequestId target_id = 0;
-      EngineOptions options{.max_seqs = 8, .max_step_rows = 48};
+      EngineOptions options{.max_seqs = batch, .max_step_rows = 48};
       options.observe_logits = [&](RequestId id, int pos, std::span<const float> l) {
         if (id == target_id) logits[batched][pos].assign(l.begin(), l.end());
       };
@@ -158,12 +158,13 @@ TEST_F(CudaModel, EngineBatchOfEightAgainstAlone) {
         for (int j = 0; j < 7 + 13 * i; ++j) prompt.push_back(3 + (i * 31 + j * 7) % 500);
         ASSERT_TRUE(engine->submit(prompt, greedy, [](const RequestOutput&) {}).ok());
       };
-      if (batched) for (int i = 0; i < 4; ++i) other(i);
+      const int others = batch - 1, first_wave = batch / 2;
+      if (batched) for (int i = 0; i < first_wave; ++i) other(i);
       for (int i = 0; i < 3 * batched; ++i) ASSERT_TRUE(engine->step().ok());
       KUIPER_ASSERT_OK_AND_ASSIGN(target_id, engine->submit(target, greedy, [&](const RequestOutput& out) {
         tokens[batched].insert(tokens[batched].end(), out.tokens.begin(), out.tokens.end());
       }));
-      if (batched) for (int i = 4; i < 7; ++i) other(i);
+      if (batched) for (int i = first_wave; i < others; ++i) other(i);
       for (;;) {
         KUIPER_ASSERT_OK_AND_ASSIGN(bool busy, engine->step());
         if (!busy) break;
@@ -181,8 +182,8 @@ TEST_F(CudaModel, EngineBatchOfEightAgainstAlone) {
     }
     const size_t agree = std::mismatch(tokens[0].begin(), tokens[0].end(), tokens[1].begin(), tokens[1].end()).first -
                          tokens[0].begin();
-    std::printf("cuda %s engine, batch of 8 vs alone: %zu of %zu greedy tokens agree, max |diff| / max |logit| %.3g\n",
-                std::string(dtype_name(dtype)).c_str(), agree, tokens[0].size(), worst);
+    std::printf("cuda %s engine, batch of %d vs alone: %zu of %zu greedy tokens agree, max |diff| / max |logit| %.3g\n",
+                std::string(dtype_name(dtype)).c_str(), batch, agree, tokens[0].size(), worst);
     if (dtype == DataType::kFP32) {
       EXPECT_EQ(tokens[1], tokens[0]);
       EXPECT_LT(worst, 1e-4);
@@ -191,6 +192,9 @@ TEST_F(CudaModel, EngineBatchOfEightAgainstAlone) {
     }
   }
 }
+
+TEST_F(CudaModel, EngineBatchOfEightAgainstAlone) { expect_batch_invariance(8); }
+TEST_F(CudaModel, EngineBatchOfThirtyTwoAgainstAlone) { expect_batch_invariance(32); }
 
 TEST_F(CudaModel, RefusesAModelThatCannotFit) {
   LlamaConfig c;

@@ -5,6 +5,8 @@
 //    burst depths for reference;
 //  - decode int8 GEMV (bytes counted: int8 weights + fp32 scales), with other rows-per-warp and
 //    burst depths for reference;
+//  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp32 scales
+//    and mins);
 //  - decode attention over a bf16 cache, prefill attention (tensor cores, and the CUDA-core
 //    kernel it replaced), and the prefill GEMM.
 // Every time is the median of several batches timed with CUDA events, after a warm-up.
@@ -198,6 +200,27 @@ op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, uint32_t se
   return {std::move(values).value(), std::move(scales), group};
 }
 
+// Random packed int4 bytes (every byte is two valid nibbles), fp32 scales and mins per group of
+// `group`.
+__global__ void bytes_from_float_kernel(const float* in, uint8_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = static_cast<uint8_t>(__float2int_rn(in[i] * 127.f) + 128);
+  }
+}
+
+op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, uint32_t seed) {
+  const Tensor bytes_f = random_gpu(DataType::kFP32, {rows, cols / 2}, seed);
+  auto values = Tensor::empty(DataType::kINT4, {rows, cols / 2}, *cuda_allocator().value());
+  check(values.status(), "allocate int4");
+  bytes_from_float_kernel<<<4096, 256>>>(bytes_f.data<float>(), static_cast<uint8_t*>(values->raw_data()),
+                                         rows * cols / 2);
+  check(cudaGetLastError(), "int4 fill");
+  Tensor scales = random_gpu(DataType::kFP32, {rows * cols / group}, seed + 1);
+  Tensor mins = random_gpu(DataType::kFP32, {rows * cols / group}, seed + 2);
+  return {std::move(values).value(), std::move(scales), group, std::move(mins)};
+}
+
 // `cuda_kernels_bench attention`: three decode-attention calls (LLaMA-2-7B heads, 4096 of 4096
 // rows) and nothing else, for a profiler.
 void profile_attention() {
@@ -325,6 +348,23 @@ int main(int argc, char** argv) {
                             std::pair{"  4 rows x 2, columns in 2", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 2>, 2>>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
+  }
+
+  // Decode int4 GEMV through the table (groups of 32 with a minimum), on the same shapes.
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008},
+                      {14336, 4096}, {32000, 4096}}) {
+    const int group = 32;
+    const size_t bytes = static_cast<size_t>(r * c / 2) + 8 * static_cast<size_t>(r * c / group);
+    std::vector<op::Weight> ws;
+    for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int4_weight(r, c, group, 600 + 3 * k));
+    const Tensor x = random_gpu(DataType::kFP32, {1, c}, 20);
+    Tensor y = random_gpu(DataType::kFP32, {1, r}, 21);
+    const auto matmul = table.matmul[static_cast<int>(DataType::kINT4)];
+    const double us = 1e3 * median_ms([&](int i) {
+      check(matmul(x, ws[i % ws.size()], y, ctx()), "int4 matmul");
+    }, 60);
+    const double moved = bytes + 4.0 * (r + c);
+    rows.push_back({"gemv int4 " + std::to_string(r) + "x" + std::to_string(c), us, moved / (us * 1e-6) / 1e9, 0});
   }
 
   // Decode attention over a bf16 cache of 4096 rows, LLaMA-2-7B (32/32) and LLaMA-3-8B (32/8)
