@@ -116,7 +116,7 @@ serve() {
 }
 
 cuda() {
-  for t in build-gpu/test/test_cuda_*; do
+  for t in $(find build-gpu/test -maxdepth 1 -name 'test_cuda_*' -type f -executable | sort); do
     echo "== $t"
     KUIPER_LARGE_TESTS=1 "$t" > "$out/$(basename "$t").txt" 2>&1
     grep -E "worst|ranks:|engine|batch|PASSED|FAILED|SKIPPED \]" "$out/$(basename "$t").txt" | head -20
