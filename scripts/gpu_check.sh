@@ -14,6 +14,7 @@
 #   gpu_check.sh tp      several GPUs: split models against one GPU (8B shape included), 8B-shape
 #                        decode on 1, 2 and 4 GPUs
 #   gpu_check.sh tp70    LLaMA-2-70B shape: bf16 over 4 GPUs, int8 over 2
+# MEMCHECK (cuda: the programs memcheck runs) and QUANT_SHAPES (quant: the shapes) trim a stage.
 # Run from the project root on the device machine, carrying .device-deps (and .whl for serve).
 # Logs go to $OUT (or ./gpu-check); short results are printed. Later stages reuse build-gpu when
 # the machine is warm. The packages the GPU image lacks, bundled here beforehand:
@@ -82,7 +83,7 @@ batch() {
 int8batch() { batched int8 "llama2-7b 512 1,8,32" "llama2-7b 4096 8"; }
 
 quant() {
-  for shape in llama2-7b llama3-8b; do
+  for shape in ${QUANT_SHAPES:-llama2-7b llama3-8b}; do
     for dtype in bf16 int8 int4; do
       echo "== $shape $dtype" | tee -a "$out/quant.txt"
       build-gpu/demo/llama_bench --shape "$shape" --device cuda --dtype "$dtype" --contexts 128,4096 2>&1 |
@@ -121,7 +122,7 @@ cuda() {
     KUIPER_LARGE_TESTS=1 "$t" > "$out/$(basename "$t").txt" 2>&1
     grep -E "worst|ranks:|engine|batch|PASSED|FAILED|SKIPPED \]" "$out/$(basename "$t").txt" | head -20
   done
-  for t in test_cuda_kernels test_cuda_model; do
+  for t in ${MEMCHECK-test_cuda_kernels test_cuda_model}; do
     compute-sanitizer --tool memcheck build-gpu/test/$t > "$out/memcheck_$t.txt" 2>&1
     echo "memcheck $t: $(grep 'ERROR SUMMARY' "$out/memcheck_$t.txt")"
   done
