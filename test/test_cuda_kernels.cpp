@@ -544,10 +544,10 @@ TEST_F(CudaAttention, PagedMatchesCpuForSeveralSequences) {
 }
 
 // Contexts of hundreds and thousands of positions over few rows, so that each row's positions
-// are split into ranges of 64 positions: several chunks per warp, chunks that end mid-block and
-// past a row's last position, rows of different lengths in one step (ranges past a row's length
-// stay empty), rows shorter than one range (0, 16, 33), and with blocks of 24 positions, chunks
-// and ranges that straddle blocks.
+// are split into ranges merged by the combine kernel (on an H100, 13 and 64 ranges of 64): rows
+// of different lengths in one step (ranges past a row's length stay empty), rows shorter than one
+// range (0, 5, 16, 33), chunks that end mid-block and past a row's last position, and with blocks
+// of 24 positions, chunks and ranges that straddle blocks.
 TEST_F(CudaAttention, PagedMatchesCpuOverLongContexts) {
   const auto shuffled_blocks = [&](int count) {
     std::vector<int32_t> blocks(count);

@@ -66,7 +66,8 @@ AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const Attent
   const int64_t wanted =
       std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::min<int64_t>(units, kDecodeMaxSplits));
   const int64_t units_per_range = (units + wanted - 1) / wanted;
-  return {units_per_range * kDecodeSplitMinRows, static_cast<int>((units + units_per_range - 1) / units_per_range)};
+  const int64_t splits = (units + units_per_range - 1) / units_per_range;
+  return {units_per_range * kDecodeSplitMinRows, static_cast<int>(splits)};
 }
 
 size_t paged_attention_partials_bytes(int64_t max_rows, int64_t reach, const AttentionShape& shape,

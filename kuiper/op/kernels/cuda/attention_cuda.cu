@@ -19,9 +19,9 @@ namespace kuiper::op::cuda {
 namespace {
 
 // Decode splits the whole cache capacity (the length is only known on the device) into ranges
-// of at least kDecodeSplitMinRows rows (kernel_shapes.h) and at most kDecodeMaxSplits ranges; blocks
-// past the length exit at once, which costs far less than the parallelism short ranges give
-// long contexts.
+// of at least kDecodeSplitMinRows rows and at most kDecodeMaxSplits ranges (kernel_shapes.h);
+// blocks past the length exit at once, which costs far less than the parallelism short ranges
+// give long contexts.
 
 // Asks for the largest shared-memory carveout: with the driver's default pick, fewer blocks
 // than shared memory allows may be resident at once.
@@ -80,7 +80,8 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.wide_copies = row_bytes % 16 == 0 && (p.kv_dim * sizeof(T)) % 16 == 0 &&
                   aligned_to(p.k_cache, 16) && aligned_to(p.v_cache, 16);
   if (tokens == 1) {
-    const int64_t rows = std::max<int64_t>(kDecodeSplitMinRows, (context + kDecodeMaxSplits - 1) / kDecodeMaxSplits);
+    const int64_t rows =
+        std::max<int64_t>(kDecodeSplitMinRows, (context + kDecodeMaxSplits - 1) / kDecodeMaxSplits);
     p.span = static_cast<int>((rows + p.tile_rows - 1) / p.tile_rows * p.tile_rows);
     p.splits = static_cast<int>((context + p.span - 1) / p.span);
   } else {

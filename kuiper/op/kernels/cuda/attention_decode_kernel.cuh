@@ -2,11 +2,12 @@
 // cache (attention_decode_kernel below) or rows of several sequences over a paged one
 // (paged_attention.cu), both through decode_attention_block, which takes where each position's
 // K and V live from a row map. The KV cache is the one large thing it reads, so the kernel
-// streams it like the GEMVs stream weights. Each warp owns a share of the split's rows and keeps everything in registers: a lane holds
-// head_dim / 32 dimensions of the query, of the running output and of each K and V row; kChunk
-// rows of K and V are loaded before the first is used; the scores are reduced with warp
-// shuffles and folded into an online softmax. No shared-memory tiles and no block-wide barrier
-// until the warps of the block merge their results at the end.
+// streams it like the GEMVs stream weights. Each warp owns a share of the split's rows and
+// keeps everything in registers: a lane holds head_dim / 32 dimensions of the query, of the
+// running output and of each K and V row; kChunk rows of K and V are loaded before the first is
+// used; the scores are reduced with warp shuffles and folded into an online softmax. No
+// shared-memory tiles and no block-wide barrier until the warps of the block merge their
+// results at the end.
 //
 // Measured on an H200 (tools/cuda_kernels_bench, graph replay), 4096 cached rows of 128-wide
 // heads: 32 KV heads (LLaMA-2-7B) 38 µs with the tiled kernel of attention_kernels.cuh (which

@@ -279,9 +279,9 @@ struct MaxOf {
 
 // Merges the splits of one (query row, head): out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M), or zeros
 // where no split read a position (a row without positions; a paged row none of whose positions
-// the block table finds). Block (head, t). The split weights are computed once into shared memory; then each thread
-// sums one output dimension over a strided subset of the splits (several loads in flight),
-// and the subsets are added up through shared memory.
+// the block table finds). Block (head, t). The split weights are computed once into shared
+// memory; then each thread sums one output dimension over a strided subset of the splits
+// (several loads in flight), and the subsets are added up through shared memory.
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
                              const int32_t* positions, int64_t context, int n_heads,

@@ -182,9 +182,9 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   const int64_t tokens = positions.numel();
   if (shape.head_dim > kPagedMaxHeadDim || tokens > kMaxGridY || k_cache.dim(0) > INT32_MAX) {
     return unsupported("cuda paged attention needs head_dim up to " + std::to_string(kPagedMaxHeadDim) +
-                       ", at most " + std::to_string(kMaxGridY) + " rows and a pool of fewer than 2^31 slots, got head_dim " +
-                       std::to_string(shape.head_dim) + ", " + std::to_string(tokens) + " rows and " +
-                       std::to_string(k_cache.dim(0)) + " slots");
+                       ", at most " + std::to_string(kMaxGridY) +
+                       " rows and a pool of fewer than 2^31 slots, got head_dim " + std::to_string(shape.head_dim) +
+                       ", " + std::to_string(tokens) + " rows and " + std::to_string(k_cache.dim(0)) + " slots");
   }
   if (tokens == 0) return ok_status();
   PagedParams p;
