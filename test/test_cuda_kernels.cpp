@@ -18,6 +18,7 @@
 
 #include "kuiper/base/device.h"
 #include "kuiper/base/half.h"
+#include "kuiper/op/kernel_shapes.h"
 #include "kuiper/op/kernel_table.h"
 #include "test/test_util.h"
 
@@ -478,8 +479,8 @@ class CudaAttention : public CudaKernels {
         << " last position " << positions.back();
   }
 
-  void check_paged(const std::vector<int32_t>& table_values, int sequences,
-                   const std::vector<int32_t>& row_sequence, const std::vector<int32_t>& positions);
+  void check_paged(const std::vector<int32_t>& table_values, int sequences, const std::vector<int32_t>& row_sequence,
+                   const std::vector<int32_t>& positions, bool split, int block = 16);
 };
 
 TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
@@ -497,16 +498,23 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
   }
 }
 
-// Paged attention: rows of several sequences over a pool of shuffled blocks (table: sequences x
-// blocks, row by row), CUDA against the CPU kernel over the same cache values widened to fp32.
-// head_dim 64 and 128 take the streaming kernel for 16-bit caches, 50 the one-position kernel.
+// Paged attention: rows of several sequences over a pool of shuffled blocks of `block` positions
+// (table: sequences x blocks, row by row), CUDA against the CPU kernel over the same cache values
+// widened to fp32. head_dim 64 and 128 take the streaming kernel for 16-bit caches, 50 (and fp32
+// caches) the one-position kernel. `split`: whether, on this GPU, every case splits each row's
+// positions into ranges merged by the combine kernel (op::paged_attention_splits), or runs one.
 void CudaAttention::check_paged(const std::vector<int32_t>& table_values, int sequences,
-                                const std::vector<int32_t>& row_sequence, const std::vector<int32_t>& positions) {
-  const int block = 16;
+                                const std::vector<int32_t>& row_sequence, const std::vector<int32_t>& positions,
+                                bool split, int block) {
   const int64_t width = static_cast<int64_t>(table_values.size()) / sequences;
+  KUIPER_ASSERT_OK_AND_ASSIGN(const int multiprocessors, cuda_multiprocessors());
   for (DataType dtype : kFloatTypes) {
     for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}, AttentionCase{1, 2, 50}}) {
       const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};
+      const op::AttentionSplits ranges =
+          op::paged_attention_splits(static_cast<int64_t>(positions.size()), width * block, shape, multiprocessors);
+      EXPECT_EQ(ranges.splits > 1, split) << "head_dim " << c.head_dim << ": " << ranges.splits << " ranges of "
+                                          << ranges.span << " on " << multiprocessors << " multiprocessors";
       const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim, q_dim = int64_t{shape.n_heads} * c.head_dim;
       const int64_t slots = static_cast<int64_t>(table_values.size()) * block;
       const int64_t rows = static_cast<int64_t>(positions.size());
@@ -524,22 +532,31 @@ void CudaAttention::check_paged(const std::vector<int32_t>& table_values, int se
       Tensor out = poisoned_gpu({rows, q_dim});
       KUIPER_ASSERT_OK(gpu_.paged_attention[at(dtype)](upload(q), upload(k_cache), upload(v_cache), upload(pos),
                                                        gpu_paged, shape, out, ctx()));
-      EXPECT_LT(error_vs(download(out), expected), 2e-5) << dtype_name(dtype) << " head_dim " << c.head_dim;
+      EXPECT_LT(error_vs(download(out), expected), 2e-5)
+          << dtype_name(dtype) << " head_dim " << c.head_dim << ", " << ranges.splits << " ranges of " << ranges.span;
     }
   }
 }
 
+// Four blocks of 16 per sequence: one range of 64 positions, whatever the GPU.
 TEST_F(CudaAttention, PagedMatchesCpuForSeveralSequences) {
-  check_paged({7, 2, 9, 4, 0, 3, 1, 8, 5, 6, 11, 10}, 3, {0, 1, 2, 0, 2, 1}, {0, 17, 63, 40, 5, 33});
+  check_paged({7, 2, 9, 4, 0, 3, 1, 8, 5, 6, 11, 10}, 3, {0, 1, 2, 0, 2, 1}, {0, 17, 63, 40, 5, 33}, false);
 }
 
-// Contexts of hundreds of positions: several chunks per warp, chunks that end mid-block and
-// past a row's last position.
+// Contexts of hundreds and thousands of positions over few rows, so that each row's positions
+// are split into ranges merged by the combine kernel (on an H100, 13 and 64 ranges of 64): rows
+// of different lengths in one step (ranges past a row's length stay empty), rows shorter than one
+// range (0, 5, 16, 33), chunks that end mid-block and past a row's last position, and with blocks
+// of 24 positions, chunks and ranges that straddle blocks.
 TEST_F(CudaAttention, PagedMatchesCpuOverLongContexts) {
-  std::vector<int32_t> blocks(3 * 50);
-  std::iota(blocks.begin(), blocks.end(), 0);
-  std::shuffle(blocks.begin(), blocks.end(), rng_);
-  check_paged(blocks, 3, {0, 1, 2, 1, 2, 0, 2}, {799, 0, 16, 415, 640, 33, 798});
+  const auto shuffled_blocks = [&](int count) {
+    std::vector<int32_t> blocks(count);
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng_);
+    return blocks;
+  };
+  check_paged(shuffled_blocks(3 * 50), 3, {0, 1, 2, 1, 2, 0, 2}, {799, 0, 16, 415, 640, 33, 798}, true);
+  check_paged(shuffled_blocks(2 * 170), 2, {0, 1, 0, 1}, {4079, 5, 2000, 4030}, true, 24);
 }
 
 TEST_F(CudaAttention, DecodeHandlesOddHeadDimAndGroupsBeyondOneBlock) {

@@ -7,8 +7,9 @@
 //    burst depths for reference;
 //  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp32 scales
 //    and mins);
-//  - decode attention over a bf16 cache, prefill attention (tensor cores, and the CUDA-core
-//    kernel it replaced), and the prefill GEMM.
+//  - decode attention over a bf16 cache, paged decode attention of several sequences (the
+//    engine's batched decode), prefill attention (tensor cores, and the CUDA-core kernel it
+//    replaced), and the prefill GEMM.
 // Every time is the median of several batches timed with CUDA events, after a warm-up.
 // Target cuda_kernels_bench (CUDA builds); scripts/cuda_kernels_run.sh runs it on the GPU machine.
 #include <cuda_runtime.h>
@@ -17,6 +18,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -400,6 +403,43 @@ int main(int argc, char** argv) {
       rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
       rows.push_back({name + " graph", graph_us, moved / (graph_us * 1e-6) / 1e9, 0});
     }
+  }
+
+  // Paged decode attention through the table: one row per sequence, each at the last position
+  // of its context, blocks of 16 positions in shuffled order over a bf16 pool; LLaMA-2-7B (32/32)
+  // and LLaMA-3-8B (32/8) heads. Bytes: every sequence's K and V rows. The step runs without a
+  // graph, so these are eager launches (the attention and, when it splits, the combine).
+  const int paged_cases[][3] = {{32, 1, 4096}, {32, 8, 512},  {32, 8, 4096},
+                                {32, 16, 4096}, {32, 32, 512}, {8, 8, 4096}};
+  for (const auto& [kv_heads, sequences, length] : paged_cases) {
+    const int block = 16, width = length / block;
+    const int64_t slots = int64_t{sequences} * length, kv_dim = int64_t{kv_heads} * 128;
+    const op::AttentionShape shape{32, kv_heads, 128};
+    const Tensor k = random_gpu(DataType::kBF16, {slots, kv_dim}, 500);
+    const Tensor v = random_gpu(DataType::kBF16, {slots, kv_dim}, 501);
+    const Tensor q = random_gpu(DataType::kFP32, {sequences, 32 * 128}, 502);
+    Tensor out = random_gpu(DataType::kFP32, {sequences, 32 * 128}, 503);
+    std::vector<int32_t> blocks(static_cast<size_t>(sequences) * width), row_sequence(sequences);
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), std::mt19937(5));
+    std::iota(row_sequence.begin(), row_sequence.end(), 0);
+    const std::vector<int32_t> positions(sequences, length - 1);
+    const auto upload = [](const std::vector<int32_t>& host, Shape shape) {
+      Tensor t = Tensor::empty(DataType::kINT32, std::move(shape), *cuda_allocator().value()).value();
+      check(copy_bytes(t.raw_data(), DeviceType::kCUDA, host.data(), DeviceType::kCPU, host.size() * 4), "upload");
+      return t;
+    };
+    const Tensor tables = upload(blocks, {sequences, width}), rows_of = upload(row_sequence, {sequences});
+    const Tensor pos = upload(positions, {sequences});
+    const op::PagedKv paged{&tables, &rows_of, block};
+    const auto attention = table.paged_attention[static_cast<int>(DataType::kBF16)];
+    const double us = 1e3 * median_ms([&](int) {
+      check(attention(q, k, v, pos, paged, shape, out, ctx()), "paged attention");
+    }, 20);
+    const double moved = 2.0 * slots * kv_dim * 2;
+    rows.push_back({"attn paged bf16 kv" + std::to_string(kv_heads) + " " + std::to_string(sequences) +
+                        " seqs len " + std::to_string(length),
+                    us, moved / (us * 1e-6) / 1e9, 0});
   }
 
   for (Row& r : rows) if (r.pct == 0) r.pct = 100.0 * r.gbs / copy_gbs;

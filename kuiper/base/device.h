@@ -61,6 +61,9 @@ struct DeviceMemoryInfo {
 // Free and total memory of this thread's GPU.
 StatusOr<DeviceMemoryInfo> cuda_memory_info();
 
+// Streaming multiprocessors of the current GPU: what a kernel's grid must fill.
+StatusOr<int> cuda_multiprocessors();
+
 // Device-to-device copy bandwidth in GB/s (bytes read + written, median of several copies of
 // `bytes`): the memory roofline that benchmarks compare against.
 StatusOr<double> cuda_copy_bandwidth_gbs(size_t bytes);

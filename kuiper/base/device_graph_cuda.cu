@@ -1,4 +1,4 @@
-// Streams, memory queries, copy bandwidth and graph capture for CUDA builds (see device.h).
+// Streams, device queries (memory, multiprocessors), copy bandwidth and graph capture for CUDA builds (see device.h).
 #include <algorithm>
 #include <vector>
 
@@ -44,6 +44,14 @@ StatusOr<DeviceMemoryInfo> cuda_memory_info() {
   DeviceMemoryInfo info;
   KUIPER_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
   return info;
+}
+
+StatusOr<int> cuda_multiprocessors() {
+  if (!cuda_available()) return unsupported(cuda_unavailable_reason());
+  int device = 0, count = 0;
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  KUIPER_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
 }
 
 StatusOr<double> cuda_copy_bandwidth_gbs(size_t bytes) {

@@ -48,6 +48,8 @@ void destroy_stream(Stream) {}
 
 StatusOr<DeviceMemoryInfo> cuda_memory_info() { return unsupported(cuda_unavailable_reason()); }
 
+StatusOr<int> cuda_multiprocessors() { return unsupported(cuda_unavailable_reason()); }
+
 StatusOr<double> cuda_copy_bandwidth_gbs(size_t) { return unsupported(cuda_unavailable_reason()); }
 
 StatusOr<std::unique_ptr<DeviceGraph>> capture_graph(Stream, const std::function<Status()>&) {

@@ -128,6 +128,7 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
     return invalid_argument("a paged KV cache of " + std::to_string(kv_slots_) +
                             " slots is not a whole number of blocks of " + std::to_string(kv_block_size_));
   }
+  if (kv_block_size_ > 0) max_table_width_ = (context_ + kv_block_size_ - 1) / kv_block_size_;
 
   const DataType stored = weights.layers.front().wq.dtype();
   weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
@@ -152,6 +153,7 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
 
   if (device_ == DeviceType::kCUDA) {
     KUIPER_RETURN_IF_ERROR(check_device_memory());
+    KUIPER_ASSIGN_OR_RETURN(multiprocessors_, cuda_multiprocessors());
     use_graph_ = options.use_cuda_graph;
   }
   // The weights first: the scratch plan is sized from the placed matrices.
@@ -267,9 +269,15 @@ op::ScratchPlan LlamaModel::scratch_plan() const {
     }
     plan[op::ScratchUse::kDequantizedWeight] = static_cast<size_t>(largest) * sizeof(uint16_t);
   }
-  plan[op::ScratchUse::kAttentionPartials] =
-      op::decode_attention_partials_bytes(std::min(context_, kv_slots_),
-                                          {config_.n_heads, config_.n_kv_heads, config_.head_dim()});
+  const op::AttentionShape attention{config_.n_heads, config_.n_kv_heads, config_.head_dim()};
+  size_t partials = op::decode_attention_partials_bytes(std::min(context_, kv_slots_), attention);
+  if (kv_block_size_ > 0) {
+    // forward_step's rows, each over a block table of at most max_table_width_ blocks.
+    partials = std::max(partials, op::paged_attention_partials_bytes(
+                                      max_batch_, int64_t{max_table_width_} * kv_block_size_, attention,
+                                      multiprocessors_));
+  }
+  plan[op::ScratchUse::kAttentionPartials] = partials;
   return plan;
 }
 
@@ -322,7 +330,6 @@ Status LlamaModel::allocate_buffers() {
   if (kv_block_size_ > 0) {
     KUIPER_ASSIGN_OR_RETURN(full_.slots, Tensor::empty(DataType::kINT32, {rows}, alloc));
     KUIPER_ASSIGN_OR_RETURN(full_.row_sequence, Tensor::empty(DataType::kINT32, {rows}, alloc));
-    max_table_width_ = (context_ + kv_block_size_ - 1) / kv_block_size_;
     KUIPER_ASSIGN_OR_RETURN(block_tables_,
                             Tensor::empty(DataType::kINT32, {int64_t{max_sequences_} * max_table_width_}, alloc));
     KUIPER_ASSIGN_OR_RETURN(picked_normed_, Tensor::empty(matmul_input_dtype_, {max_sequences_, dim}, alloc));

@@ -82,7 +82,8 @@ class LlamaModel {
   StatusOr<Tensor> forward_all(std::span<const int32_t> tokens, int start_pos);
   // Runs the rows of several sequences over the paged cache and returns the logits of
   // batch.logit_rows (fp32 [logit_rows, vocab] on the model's device, valid until the next call).
-  // A row's result does not depend on the other rows of the batch. One sequence whose blocks
+  // A row's result does not depend on the other rows' data (on CUDA their number can change the
+  // rounding: kernel_table.h, PagedAttentionKernel). One sequence whose blocks
   // are 0, 1, 2, ... is a contiguous cache: it takes forward()'s path (on CUDA the fused decode
   // GEMVs and the CUDA graph).
   StatusOr<Tensor> forward_step(const StepBatch& batch);
@@ -206,6 +207,7 @@ class LlamaModel {
   DataType kv_dtype_ = DataType::kFP32;
   int context_ = 0;
   int max_batch_ = 0;
+  int multiprocessors_ = 0;  // of the GPU (CUDA only): sizes the paged attention's scratch
   std::unique_ptr<op::ExecutionContext> ctx_;
 
   op::Embedding embedding_;

@@ -1,5 +1,7 @@
 #include "kuiper/op/kernel_shapes.h"
 
+#include <algorithm>
+
 namespace kuiper::op {
 
 Status check_rope_shapes(const Tensor& q, const Tensor& k, const Tensor& positions, const Tensor& cos,
@@ -46,9 +48,37 @@ Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t
   return ok_status();
 }
 
+size_t attention_partials_bytes(int64_t slots, int head_dim) {
+  return static_cast<size_t>(slots) * (head_dim + 2) * sizeof(float);
+}
+
 size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape) {
   const int64_t ranges = (context + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows;
-  return static_cast<size_t>(ranges) * shape.n_heads * (shape.head_dim + 2) * sizeof(float);
+  return attention_partials_bytes(ranges * shape.n_heads, shape.head_dim);
+}
+
+AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const AttentionShape& shape,
+                                       int multiprocessors) {
+  // In units of kDecodeSplitMinRows positions, the least a range holds.
+  const int64_t units = std::max<int64_t>(1, (reach + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows);
+  const int64_t blocks = std::max<int64_t>(1, rows * shape.n_heads);
+  const int64_t target = int64_t{kPagedSplitBlocksPerMultiprocessor} * multiprocessors;
+  const int64_t wanted =
+      std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::min<int64_t>(units, kDecodeMaxSplits));
+  const int64_t units_per_range = (units + wanted - 1) / wanted;
+  const int64_t splits = (units + units_per_range - 1) / units_per_range;
+  return {units_per_range * kDecodeSplitMinRows, static_cast<int>(splits)};
+}
+
+size_t paged_attention_partials_bytes(int64_t max_rows, int64_t reach, const AttentionShape& shape,
+                                      int multiprocessors) {
+  // Fewer rows take more ranges each, so the most is not necessarily at max_rows.
+  int64_t most = 0;
+  for (int64_t rows = 1; rows <= max_rows; ++rows) {
+    const AttentionSplits s = paged_attention_splits(rows, reach, shape, multiprocessors);
+    if (s.splits > 1) most = std::max(most, rows * shape.n_heads * s.splits);
+  }
+  return attention_partials_bytes(most, shape.head_dim);
 }
 
 }  // namespace kuiper::op

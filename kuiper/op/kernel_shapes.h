@@ -22,8 +22,34 @@ Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t
 // rows and merges the ranges' partial results, which live in the execution context's
 // ScratchUse::kAttentionPartials region.
 inline constexpr int kDecodeSplitMinRows = 64;
-// The most that region needs for one decode row over a cache of `context` rows: per head and
-// range, head_dim partial outputs plus the range's maximum and sum, in fp32.
+// The most ranges of one (query row, head): what the merging kernel holds weights for.
+inline constexpr int kDecodeMaxSplits = 1024;
+// The region's bytes for `slots` (query row, head, range) partial results: head_dim partial
+// outputs plus the range's maximum and sum each, in fp32.
+size_t attention_partials_bytes(int64_t slots, int head_dim);
+// The most that region needs for one decode row over a cache of `context` rows.
 size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape);
+
+// Paged attention (PagedAttentionKernel) gives each (row, query head, range) a block of 4 warps.
+// Rows × heads alone are too few blocks when a step carries few rows (8 rows of 32 heads: 256
+// blocks on 132 multiprocessors, each walking its row's whole context), so each row's positions
+// are split into ranges until there are about this many blocks per multiprocessor: as many as
+// the one-sequence decode kernel runs at context 4096 (32 heads × 64 ranges on 132), where more
+// blocks measured faster than fewer blocks that loop (attention_decode_kernel.cuh).
+inline constexpr int kPagedSplitBlocksPerMultiprocessor = 16;
+struct AttentionSplits {
+  int64_t span = 0;  // positions per range, a multiple of kDecodeSplitMinRows
+  int splits = 1;    // ranges per row; 1: the blocks write the normalised output directly
+};
+// The ranges for `rows` rows whose block tables reach `reach` positions, on a GPU of
+// `multiprocessors`: one when rows × query heads already reach the target, else as many as
+// reach it, each of at least kDecodeSplitMinRows positions, at most kDecodeMaxSplits. A row
+// shorter than `reach` leaves its later ranges empty (their blocks exit at once).
+AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const AttentionShape& shape,
+                                       int multiprocessors);
+// The most the partials region needs for paged steps of 1 to `max_rows` rows whose tables reach
+// `reach` positions.
+size_t paged_attention_partials_bytes(int64_t max_rows, int64_t reach, const AttentionShape& shape,
+                                      int multiprocessors);
 
 }  // namespace kuiper::op

@@ -77,7 +77,9 @@ struct PagedKv {
 
 // Causal attention of rows of several sequences: query row t attends to positions
 // 0..positions[t] of its own sequence, read through the block table (PagedKv). Otherwise as
-// AttentionKernel. A row's result does not depend on the other rows (batch invariance).
+// AttentionKernel. A row's result does not depend on the other rows' data (batch invariance);
+// how many rows there are and how far their tables reach may change how a backend splits the
+// work, and so the rounding (CUDA: paged_attention.cu).
 using PagedAttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                         const Tensor& positions, const PagedKv& paged,
                                         const AttentionShape& shape, Tensor& out, const ExecutionContext& ctx);

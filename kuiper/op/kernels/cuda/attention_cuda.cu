@@ -19,9 +19,9 @@ namespace kuiper::op::cuda {
 namespace {
 
 // Decode splits the whole cache capacity (the length is only known on the device) into ranges
-// of at least kDecodeSplitMinRows rows (kernel_shapes.h) and at most kMaxSplits ranges; blocks
-// past the length exit at once, which costs far less than the parallelism short ranges give
-// long contexts.
+// of at least kDecodeSplitMinRows rows and at most kDecodeMaxSplits ranges (kernel_shapes.h);
+// blocks past the length exit at once, which costs far less than the parallelism short ranges
+// give long contexts.
 
 // Asks for the largest shared-memory carveout: with the driver's default pick, fewer blocks
 // than shared memory allows may be resident at once.
@@ -80,7 +80,8 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.wide_copies = row_bytes % 16 == 0 && (p.kv_dim * sizeof(T)) % 16 == 0 &&
                   aligned_to(p.k_cache, 16) && aligned_to(p.v_cache, 16);
   if (tokens == 1) {
-    const int64_t rows = std::max<int64_t>(kDecodeSplitMinRows, (context + kMaxSplits - 1) / kMaxSplits);
+    const int64_t rows =
+        std::max<int64_t>(kDecodeSplitMinRows, (context + kDecodeMaxSplits - 1) / kDecodeMaxSplits);
     p.span = static_cast<int>((rows + p.tile_rows - 1) / p.tile_rows * p.tile_rows);
     p.splits = static_cast<int>((context + p.span - 1) / p.span);
   } else {
@@ -88,11 +89,10 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     p.splits = 1;
   }
   if (p.splits > 1) {
-    const int64_t slots = tokens * shape.n_heads * p.splits;
-    KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kAttentionPartials,
-                                                       slots * (shape.head_dim + 2) * sizeof(float)));
-    p.partial_out = static_cast<float*>(scratch);
-    p.partial_max_sum = p.partial_out + slots * shape.head_dim;
+    KUIPER_ASSIGN_OR_RETURN(const AttentionPartials partials,
+                            attention_partials(ctx, tokens * shape.n_heads * p.splits, shape.head_dim));
+    p.partial_out = partials.out;
+    p.partial_max_sum = partials.max_sum;
   }
   const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * p.blocks_per_kv_head),
                   static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));

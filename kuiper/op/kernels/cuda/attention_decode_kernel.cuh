@@ -1,10 +1,13 @@
-// Decode attention (one query row) over a 16-bit cache with head_dim 64 or 128: the KV cache is
-// the one large thing it reads, so the kernel streams it like the GEMVs stream weights. Each
-// warp owns a share of the split's rows and keeps everything in registers: a lane holds
-// head_dim / 32 dimensions of the query, of the running output and of each K and V row; kChunk
-// rows of K and V are loaded before the first is used; the scores are reduced with warp
-// shuffles and folded into an online softmax. No shared-memory tiles and no block-wide barrier
-// until the warps of the block merge their results at the end.
+// Decode attention over a 16-bit cache with head_dim 64 or 128: one query row over a contiguous
+// cache (attention_decode_kernel below) or rows of several sequences over a paged one
+// (paged_attention.cu), both through decode_attention_block, which takes where each position's
+// K and V live from a row map. The KV cache is the one large thing it reads, so the kernel
+// streams it like the GEMVs stream weights. Each warp owns a share of the split's rows and
+// keeps everything in registers: a lane holds head_dim / 32 dimensions of the query, of the
+// running output and of each K and V row; kChunk rows of K and V are loaded before the first is
+// used; the scores are reduced with warp shuffles and folded into an online softmax. No
+// shared-memory tiles and no block-wide barrier until the warps of the block merge their
+// results at the end.
 //
 // Measured on an H200 (tools/cuda_kernels_bench, graph replay), 4096 cached rows of 128-wide
 // heads: 32 KV heads (LLaMA-2-7B) 38 µs with the tiled kernel of attention_kernels.cuh (which
@@ -35,44 +38,116 @@ inline constexpr int kDecodeAttentionWarps = 4;
 // several splits: no faster at 128, slower at 4096 (8 splits per head: 228.9 -> 217.7).
 inline constexpr int kDecodeAttentionChunk = 16;
 
-// One block per (query head, split). Query heads that share a KV head read the same rows; the
-// second and later reads of a row come from L2.
-template <typename T, int kDims>
-__global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
-    attention_decode_kernel(const AttentionParams<T> p) {
-  const int head = blockIdx.x, split = blockIdx.y, kv_head = head / p.group;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  constexpr int kHd = 32 * kDims;
-  const int64_t length = attended_length(p.positions, 0, p.context);
-  const int64_t begin = static_cast<int64_t>(split) * p.span;
-  const int64_t end = min(begin + p.span, length);
-  if (begin >= end) {
-    if (p.splits == 1) {  // no valid position: zeros rather than garbage
-      for (int i = threadIdx.x; i < kHd; i += blockDim.x) p.out[head * kHd + i] = 0.f;
-    }
-    return;
+// Where position j of the sequence a block attends to keeps its K and V: here cache row j. A
+// map with kLookup (paged_attention.cu) reads a table instead and returns an int32 row, or -1
+// for a position it cannot find (the loop skips it). The chunk loop asks it once per lane, lane
+// i for position i % kChunk of a chunk rather than every lane for every position, one chunk
+// ahead (the table read is in flight while the chunk before is computed), and shuffles the rows
+// to the lanes.
+struct ContiguousRows {
+  static constexpr bool kLookup = false;
+  __device__ int64_t operator()(int64_t position) const { return position; }
+};
+
+// Where a decode attention block writes, for query head row `head_row` (query row × n_heads +
+// head): the normalised output when the positions are not split, else split `split`'s partial
+// result (unnormalised output, maximum and sum) for attention_combine_kernel.
+struct DecodeOutput {
+  float* out;              // [head rows, head_dim], when splits == 1
+  float* partial_out;      // [head rows, splits, head_dim]
+  float* partial_max_sum;  // [head rows, splits, 2]
+  int64_t head_row;
+  int split, splits;
+};
+
+// Whether a block's range [begin, end) holds a position. A split past the row's length writes
+// nothing (the combine reads only the splits the length reaches); an unsplit row with no
+// position gets zeros rather than garbage.
+__device__ __forceinline__ bool decode_range_nonempty(int64_t begin, int64_t end, int head_dim,
+                                                      const DecodeOutput& o) {
+  if (begin < end) return true;
+  if (o.splits == 1) {
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) o.out[o.head_row * head_dim + i] = 0.f;
   }
+  return false;
+}
+
+// Merges the running results of a block's kWarps warps, which each left in shared memory (warp
+// w's outputs at acc_s[w * stride + e], its maximum m_s[w] and sum l_s[w]), and writes them:
+// out = Σ_w acc_w·e^(m_w−M), with sum Σ_w l_w·e^(m_w−M). A warp that read no position (m_w = −∞)
+// adds nothing; a block none of whose warps read one writes zeros, or m = −∞ and sum 0.
+template <int kWarps>
+__device__ __forceinline__ void store_merged_warps(const float* acc_s, int stride, const float* m_s,
+                                                   const float* l_s, int head_dim, const DecodeOutput& o) {
+  float max_all = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) max_all = fmaxf(max_all, m_s[w]);
+  for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
+    float out = 0.f, sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float scale = m_s[w] == -INFINITY ? 0.f : expf(m_s[w] - max_all);
+      out += acc_s[w * stride + e] * scale;
+      sum += l_s[w] * scale;
+    }
+    if (o.splits == 1) {
+      o.out[o.head_row * head_dim + e] = sum > 0.f ? out / sum : 0.f;
+    } else {
+      const int64_t slot = o.head_row * o.splits + o.split;
+      o.partial_out[slot * head_dim + e] = out;
+      if (e == 0) {
+        o.partial_max_sum[slot * 2] = max_all;
+        o.partial_max_sum[slot * 2 + 1] = sum;
+      }
+    }
+  }
+}
+
+// One block of kDecodeAttentionWarps warps: one query head (q_head, head_dim = 32 · kDims
+// values) over positions [begin, end) of its sequence, position j's K and V in cache row
+// row_of(j) (k_base and v_base point at the head's KV head in cache row 0, rows kv_dim elements
+// apart).
+template <typename T, int kDims, typename RowOf>
+__device__ __forceinline__ void decode_attention_block(const float* q_head, float scale, const T* k_base,
+                                                       const T* v_base, int64_t kv_dim, int64_t begin,
+                                                       int64_t end, const RowOf& row_of,
+                                                       const DecodeOutput& o) {
+  constexpr int kHd = 32 * kDims, kChunk = kDecodeAttentionChunk;
+  if (!decode_range_nonempty(begin, end, kHd, o)) return;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
   float q[kDims], acc[kDims], m = -INFINITY, l = 0.f;
 #pragma unroll
   for (int d = 0; d < kDims; ++d) {
-    q[d] = p.q[head * kHd + lane * kDims + d] * p.scale;
+    q[d] = q_head[lane * kDims + d] * scale;
     acc[d] = 0.f;
   }
-  const T* k_base = p.k_cache + static_cast<int64_t>(kv_head) * kHd;
-  const T* v_base = p.v_cache + static_cast<int64_t>(kv_head) * kHd;
-  constexpr int kStride = kDecodeAttentionWarps * kDecodeAttentionChunk;
-  for (int64_t first = begin + warp * kDecodeAttentionChunk; first < end; first += kStride) {
-    HeadSlice<T, kDims> k[kDecodeAttentionChunk], v[kDecodeAttentionChunk];
+  constexpr int kStride = kDecodeAttentionWarps * kChunk;
+  // Past the end, re-read the last position; a position without a row reads row 0. Either gets
+  // weight 0 below.
+  const auto look_up = [&](int64_t chunk) { return row_of(min(chunk + lane % kChunk, end - 1)); };
+  int32_t looked_up = 0;  // kLookup: the row of this lane's position of the next chunk
+  if constexpr (RowOf::kLookup) looked_up = look_up(begin + warp * kChunk);
+  for (int64_t first = begin + warp * kChunk; first < end; first += kStride) {
+    HeadSlice<T, kDims> k[kChunk], v[kChunk];
+    bool found[kChunk];  // kLookup: whether the position has a row
 #pragma unroll
-    for (int r = 0; r < kDecodeAttentionChunk; ++r) {
-      const int64_t row = min(first + r, end - 1);  // past the end: re-read, weight 0 below
-      k[r].load(k_base + row * p.kv_dim, lane);
-      v[r].load(v_base + row * p.kv_dim, lane);
+    for (int r = 0; r < kChunk; ++r) {
+      int64_t row;
+      if constexpr (RowOf::kLookup) {
+        const int32_t found_row = __shfl_sync(0xffffffffu, looked_up, r);
+        found[r] = found_row >= 0;
+        row = max(found_row, 0);
+      } else {
+        row = row_of(min(first + r, end - 1));
+      }
+      k[r].load(k_base + row * kv_dim, lane);
+      v[r].load(v_base + row * kv_dim, lane);
     }
-    float s[kDecodeAttentionChunk];
+    if constexpr (RowOf::kLookup) looked_up = look_up(first + kStride);
+    float s[kChunk];
 #pragma unroll
-    for (int r = 0; r < kDecodeAttentionChunk; ++r) {
+    for (int r = 0; r < kChunk; ++r) {
       float kf[kDims];
       k[r].widen(kf);
       s[r] = 0.f;
@@ -82,22 +157,27 @@ __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) {
 #pragma unroll
-      for (int r = 0; r < kDecodeAttentionChunk; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], offset);
+      for (int r = 0; r < kChunk; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], offset);
     }
     float chunk_max = -INFINITY;
 #pragma unroll
-    for (int r = 0; r < kDecodeAttentionChunk; ++r) {
-      if (first + r >= end) s[r] = -INFINITY;
+    for (int r = 0; r < kChunk; ++r) {
+      bool skip = first + r >= end;
+      if constexpr (RowOf::kLookup) skip = skip || !found[r];
+      if (skip) s[r] = -INFINITY;
       chunk_max = fmaxf(chunk_max, s[r]);
     }
-    const float new_max = fmaxf(m, chunk_max);  // finite: the chunk's first row is valid
+    if constexpr (RowOf::kLookup) {
+      if (chunk_max == -INFINITY) continue;  // no position of the chunk has a row
+    }
+    const float new_max = fmaxf(m, chunk_max);  // finite: some position of the chunk is valid
     const float rescale = expf(m - new_max);     // 0 on the first chunk
     m = new_max;
     l *= rescale;
 #pragma unroll
     for (int d = 0; d < kDims; ++d) acc[d] *= rescale;
 #pragma unroll
-    for (int r = 0; r < kDecodeAttentionChunk; ++r) {
+    for (int r = 0; r < kChunk; ++r) {
       const float w = expf(s[r] - new_max);
       l += w;
       float vf[kDims];
@@ -107,8 +187,6 @@ __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
     }
   }
 
-  // Merge the warps: out = Σ_w acc_w·e^(m_w−M), with sum Σ_w l_w·e^(m_w−M); a warp that had
-  // no rows (m_w = −∞) adds nothing.
   __shared__ float acc_s[kDecodeAttentionWarps][kHd];
   __shared__ float m_s[kDecodeAttentionWarps], l_s[kDecodeAttentionWarps];
 #pragma unroll
@@ -118,28 +196,25 @@ __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
     l_s[warp] = l;
   }
   __syncthreads();
-  float max_all = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kDecodeAttentionWarps; ++w) max_all = fmaxf(max_all, m_s[w]);
-  for (int d = threadIdx.x; d < kHd; d += blockDim.x) {
-    float out = 0.f, sum = 0.f;
-#pragma unroll
-    for (int w = 0; w < kDecodeAttentionWarps; ++w) {
-      const float scale = m_s[w] == -INFINITY ? 0.f : expf(m_s[w] - max_all);
-      out += acc_s[w][d] * scale;
-      sum += l_s[w] * scale;
-    }
-    if (p.splits == 1) {
-      p.out[static_cast<int64_t>(head) * kHd + d] = out / sum;
-    } else {
-      const int64_t slot = static_cast<int64_t>(head) * p.splits + split;
-      p.partial_out[slot * kHd + d] = out;
-      if (d == 0) {
-        p.partial_max_sum[slot * 2] = max_all;
-        p.partial_max_sum[slot * 2 + 1] = sum;
-      }
-    }
-  }
+  store_merged_warps<kDecodeAttentionWarps>(&acc_s[0][0], kHd, m_s, l_s, kHd, o);
 }
 
+namespace {  // internal linkage, as attention_kernels.cuh's kernels
+
+// One block per (query head, split). Query heads that share a KV head read the same rows; the
+// second and later reads of a row come from L2.
+template <typename T, int kDims>
+__global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
+    attention_decode_kernel(const AttentionParams<T> p) {
+  constexpr int kHd = 32 * kDims;
+  const int head = blockIdx.x, split = blockIdx.y;
+  const int64_t kv_offset = static_cast<int64_t>(head / p.group) * kHd;
+  const int64_t begin = static_cast<int64_t>(split) * p.span;
+  const int64_t end = min(begin + p.span, attended_length(p.positions, 0, p.context));
+  decode_attention_block<T, kDims>(p.q + head * kHd, p.scale, p.k_cache + kv_offset, p.v_cache + kv_offset,
+                                   p.kv_dim, begin, end, ContiguousRows{},
+                                   {p.out, p.partial_out, p.partial_max_sum, head, split, p.splits});
+}
+
+}  // namespace
 }  // namespace kuiper::op::cuda

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "kuiper/op/kernel_shapes.h"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
 
@@ -32,7 +33,6 @@ inline constexpr int kMaxHeadDim = 256;      // 2 * kAttentionThreads: one pair 
 inline constexpr int kMaxTileRows = 64;      // cache rows per shared-memory tile
 inline constexpr int kTileBytes = 16 << 10;  // per tile of K (and of V)
 inline constexpr int kRowsPerPass = 4;       // score rows a warp reduces together
-inline constexpr int kMaxSplits = 1024;      // decode ranges per (query row, KV head)
 inline constexpr int kCombineThreads = 512;
 
 template <typename T>
@@ -80,6 +80,11 @@ __device__ __forceinline__ int64_t attended_length(const int32_t* positions, int
   const int32_t pos = positions[t];
   return pos >= 0 && pos < context ? pos + 1 : 0;
 }
+
+// Internal linkage for the kernels: attention_cuda.cu and paged_attention.cu both include this
+// header, and without relocatable device code each gets its own copy of every kernel, whose
+// host-side launch stubs must not be shared (decode_gemv_args.cuh).
+namespace {
 
 template <typename T>
 __global__ void __launch_bounds__(kAttentionThreads)
@@ -272,10 +277,11 @@ struct MaxOf {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-// Merges the splits of one (query row, head): out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M).
-// Block (head, t). The split weights are computed once into shared memory; then each thread
-// sums one output dimension over a strided subset of the splits (several loads in flight),
-// and the subsets are added up through shared memory.
+// Merges the splits of one (query row, head): out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M), or zeros
+// where no split read a position (a row without positions; a paged row none of whose positions
+// the block table finds). Block (head, t). The split weights are computed once into shared
+// memory; then each thread sums one output dimension over a strided subset of the splits
+// (several loads in flight), and the subsets are added up through shared memory.
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
                              const int32_t* positions, int64_t context, int n_heads,
@@ -283,7 +289,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   let_next_kernel_start();  // the GEMV after it may start streaming weights (launch.cuh)
   using Reduce = cub::BlockReduce<float, kCombineThreads>;
   __shared__ typename Reduce::TempStorage reduce_storage;
-  __shared__ float weight_s[kMaxSplits];
+  __shared__ float weight_s[kDecodeMaxSplits];
   __shared__ float sums_s[kCombineThreads];
   __shared__ float global_max_s, denominator_s;
   const int head = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
@@ -321,8 +327,24 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (tid < head_dim) {
     float total = 0.f;
     for (int k = 0; k < phases; ++k) total += sums_s[k * head_dim + tid];
-    out[head_row * head_dim + tid] = used > 0 ? total / denominator_s : 0.f;
+    out[head_row * head_dim + tid] = denominator_s > 0.f ? total / denominator_s : 0.f;
   }
+}
+
+}  // namespace
+
+// Split decode attention's partial results in the context's scratch, for `slots` (query row,
+// head, range) triples of head_dim values: the unnormalised outputs, then each range's maximum
+// and sum.
+struct AttentionPartials {
+  float* out;
+  float* max_sum;
+};
+inline StatusOr<AttentionPartials> attention_partials(const ExecutionContext& ctx, int64_t slots, int head_dim) {
+  KUIPER_ASSIGN_OR_RETURN(void* scratch,
+                          ctx.scratch(ScratchUse::kAttentionPartials, attention_partials_bytes(slots, head_dim)));
+  float* out = static_cast<float*>(scratch);
+  return AttentionPartials{out, out + slots * head_dim};
 }
 
 }  // namespace kuiper::op::cuda

@@ -27,6 +27,7 @@ CudaBackendState& cuda_backend(const ExecutionContext& ctx) {
 StatusOr<std::unique_ptr<BackendState>> create_backend_state(Stream stream, Allocator& allocator) {
   auto state = std::make_unique<CudaBackendState>();
   state->allocator = &allocator;
+  KUIPER_ASSIGN_OR_RETURN(state->multiprocessors, cuda_multiprocessors());
   KUIPER_ASSIGN_OR_RETURN(state->cublas_workspace, allocator.allocate(kCublasWorkspaceBytes));
   KUIPER_RETURN_IF_ERROR(cublas_status(cublasCreate(&state->cublas), "cublasCreate"));
   // The handle serves this context's stream only, so stream and workspace are set once here

@@ -17,6 +17,7 @@ struct CudaBackendState final : BackendState {
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;
   Allocator* allocator = nullptr;
+  int multiprocessors = 0;  // of the context's GPU, for kernels that size their grids to fill it
   // Kernels whose function attributes (shared-memory size or carveout) were set for this
   // context's device: set on a kernel's first launch through the context.
   std::unordered_set<const void*> configured_kernels;

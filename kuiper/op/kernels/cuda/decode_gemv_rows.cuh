@@ -27,7 +27,8 @@
 //  - Int8Chunks<rows, burst, blocks>: int8 with fp32 group scales. A 16-byte load holds 16
 //    weights, which need 64 bytes of x; with one row per warp the x traffic through L1 (4x the
 //    weights) was the limit, so a warp serves several rows and reads each x chunk once for all
-//    of them. Bytes are widened without the int-to-float unit (widen_biased_byte).
+//    of them. Bytes are widened without the int-to-float unit (widen_biased_byte). Its rows,
+//    chunk count and reduction come from QuantizedChunks, shared with Int4Chunks.
 //  - Int4Chunks<rows, burst, blocks>: int4 (op/int4_weight.h) with fp32 group scales and
 //    optional mins, 32 weights per 16-byte load, laid out and chosen as Int8Chunks (its
 //    parameters were tuned for int8 and not re-measured for int4). Nibbles are widened as the
@@ -116,50 +117,62 @@ __device__ __forceinline__ float dot4_int8(uint32_t word, const float4& x) {
          widen_biased_byte<2>(biased) * x.z + widen_biased_byte<3>(biased) * x.w;
 }
 
-// int8 rows in 16-byte chunks, kRowsPerWarp rows per warp. cols % 16 == 0 and the group size
-// is a power of two ≥ 16, so a chunk never straddles a group and the group index is a shift.
-template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
-struct Int8Chunks {
+// What the int8 and int4 readers share: kRowsPerWarp rows per warp of packed weights in 16-byte
+// chunks of kChunkWeights weights, with fp32 group scales indexed by the weight's flat index.
+// cols % kChunkWeights == 0 and the group size is a power of two ≥ kChunkWeights, so a chunk
+// never straddles a group and the group index is a shift. Each reader adds its Loaded, load and
+// accumulate.
+template <int kChunkWeights, int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm>
+struct QuantizedChunks {
   static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = kMinBlocksPerSm;
   static constexpr int kColumnParts = 1;
-  struct Loaded { uint4 w[kRows][kBurst]; float scale[kRows][kBurst]; };
+  static constexpr int kWeights = kChunkWeights;
   struct Sums { float sum[kRows] = {}; };
   const uint4* row[kRows];
   int64_t flat[kRows];  // index of the row's first weight, for the scale lookup
 
-  __device__ Int8Chunks(const DecodeGemvArgs& a, const int (&rows)[kRows]) {
+  __device__ QuantizedChunks(const DecodeGemvArgs& a, const int (&rows)[kRows]) {
+    constexpr int kWeightsPerByte = kWeights / 16;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       flat[r] = static_cast<int64_t>(rows[r]) * a.cols;
-      row[r] = reinterpret_cast<const uint4*>(static_cast<const int8_t*>(a.w) + flat[r]);
+      row[r] = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + flat[r] / kWeightsPerByte);
     }
   }
-  __device__ int units(const DecodeGemvArgs& a) const { return a.cols / 16; }
-  __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
-    for_each_unit<kBurst>(first, units, [&](int u, int c) {
+  __device__ int units(const DecodeGemvArgs& a) const { return a.cols / kWeights; }
+  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        l.w[r][u] = __ldcs(row[r] + c);
-        l.scale[r][u] = __ldcs(a.scales + ((flat[r] + c * 16) >> a.group_shift));
+    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
+  }
+};
+
+// int8 rows, 16 weights a chunk.
+template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
+struct Int8Chunks : QuantizedChunks<16, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm> {
+  using QuantizedChunks<16, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>::QuantizedChunks;
+  struct Loaded { uint4 w[kRowsPerWarp][kBurstLoads]; float scale[kRowsPerWarp][kBurstLoads]; };
+
+  __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
+    for_each_unit<kBurstLoads>(first, units, [&](int u, int c) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        l.w[r][u] = __ldcs(this->row[r] + c);
+        l.scale[r][u] = __ldcs(a.scales + ((this->flat[r] + c * 16) >> a.group_shift));
       }
     });
   }
-  __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
+  __device__ void accumulate(typename Int8Chunks::Sums& s, const Loaded& l, int first, int units,
                              const DecodeGemvArgs& a) const {
-    for_each_unit<kBurst>(first, units, [&](int u, int c) {
+    for_each_unit<kBurstLoads>(first, units, [&](int u, int c) {
       const float4 x0 = input4(a.x, c * 16), x1 = input4(a.x, c * 16 + 4);
       const float4 x2 = input4(a.x, c * 16 + 8), x3 = input4(a.x, c * 16 + 12);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < kRowsPerWarp; ++r) {
         const uint4& v = l.w[r][u];
         s.sum[r] += l.scale[r][u] * (dot4_int8(v.x, x0) + dot4_int8(v.y, x1) +
                                      dot4_int8(v.z, x2) + dot4_int8(v.w, x3));
       }
     });
-  }
-  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
   }
 };
 
@@ -182,60 +195,45 @@ __device__ __forceinline__ float dot8_int4(uint32_t word, const float4& x0, cons
 
 __device__ __forceinline__ float sum4(const float4& x) { return (x.x + x.y) + (x.z + x.w); }
 
-// int4 rows in 16-byte chunks of 32 weights, kRowsPerWarp rows per warp. cols % 32 == 0 and the
-// group size is a power of two ≥ 32, so a chunk never straddles a group. A chunk adds
-// scale · Σ (q − zero) · x, plus min · Σ x where the weight has mins (zero is then 0, else 8).
+// int4 rows (op/int4_weight.h), 32 weights a chunk. A chunk adds scale · Σ (q − zero) · x, plus
+// min · Σ x where the weight has mins (zero is then 0, else 8).
 template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
-struct Int4Chunks {
-  static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = kMinBlocksPerSm;
-  static constexpr int kColumnParts = 1;
-  static constexpr int kWeights = 32;  // per chunk
-  struct Loaded { uint4 w[kRows][kBurst]; float scale[kRows][kBurst]; float min[kRows][kBurst]; };
-  struct Sums { float sum[kRows] = {}; };
-  const uint4* row[kRows];
-  int64_t flat[kRows];  // index of the row's first weight, for the scale lookup
+struct Int4Chunks : QuantizedChunks<32, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm> {
+  using QuantizedChunks<32, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>::QuantizedChunks;
+  struct Loaded {
+    uint4 w[kRowsPerWarp][kBurstLoads];
+    float scale[kRowsPerWarp][kBurstLoads], min[kRowsPerWarp][kBurstLoads];
+  };
 
-  __device__ Int4Chunks(const DecodeGemvArgs& a, const int (&rows)[kRows]) {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      flat[r] = static_cast<int64_t>(rows[r]) * a.cols;
-      row[r] = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + flat[r] / 2);
-    }
-  }
-  __device__ int units(const DecodeGemvArgs& a) const { return a.cols / kWeights; }
   __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
-    for_each_unit<kBurst>(first, units, [&](int u, int c) {
+    for_each_unit<kBurstLoads>(first, units, [&](int u, int c) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const int64_t group = (flat[r] + int64_t{c} * kWeights) >> a.group_shift;
-        l.w[r][u] = __ldcs(row[r] + c);
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int64_t group = (this->flat[r] + int64_t{c} * Int4Chunks::kWeights) >> a.group_shift;
+        l.w[r][u] = __ldcs(this->row[r] + c);
         l.scale[r][u] = __ldcs(a.scales + group);
         l.min[r][u] = a.mins != nullptr ? __ldcs(a.mins + group) : 0.f;
       }
     });
   }
-  __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
+  __device__ void accumulate(typename Int4Chunks::Sums& s, const Loaded& l, int first, int units,
                              const DecodeGemvArgs& a) const {
     const float zero = a.mins != nullptr ? 0.f : static_cast<float>(kInt4SymmetricZero);
-    for_each_unit<kBurst>(first, units, [&](int u, int c) {
+    for_each_unit<kBurstLoads>(first, units, [&](int u, int c) {
       float4 x[8];
 #pragma unroll
-      for (int k = 0; k < 8; ++k) x[k] = input4(a.x, c * kWeights + 4 * k);
+      for (int k = 0; k < 8; ++k) x[k] = input4(a.x, c * Int4Chunks::kWeights + 4 * k);
       const float x_sum = a.mins != nullptr ? sum4(x[0]) + sum4(x[1]) + sum4(x[2]) + sum4(x[3]) +
                                                   sum4(x[4]) + sum4(x[5]) + sum4(x[6]) + sum4(x[7])
                                             : 0.f;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < kRowsPerWarp; ++r) {
         const uint4& v = l.w[r][u];
         const float q_dot = dot8_int4(v.x, x[0], x[1], zero) + dot8_int4(v.y, x[2], x[3], zero) +
                             dot8_int4(v.z, x[4], x[5], zero) + dot8_int4(v.w, x[6], x[7], zero);
         s.sum[r] += l.scale[r][u] * q_dot + l.min[r][u] * x_sum;
       }
     });
-  }
-  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
   }
 };
 

@@ -1,33 +1,41 @@
 // Paged attention (kernel_table.h, PagedAttentionKernel): rows of several sequences, each row
-// reading its own sequence's positions through the block table. One block of kPagedWarps warps
-// per (row, query head); each warp keeps a running softmax (maximum, sum, weighted values) in
-// registers and the warps then merge their partial results. A row's result depends only on its
-// own sequence, never on the other rows of the step.
+// reading its own sequence's positions through the block table. One block of
+// kDecodeAttentionWarps warps per (query head, range of positions, row); each warp keeps a
+// running softmax (maximum, sum, weighted values) in registers and the warps then merge their
+// results. A row's result depends only on its own sequence, never on the other rows' data; their
+// number and the block tables' width pick the ranges below, which can change its rounding.
 //
-// 16-bit caches with head_dim 64 or 128 (every LLaMA-family model) take the streaming kernel:
-// like the one-sequence decode kernel (attention_decode_kernel.cuh) a warp loads
-// kPagedChunk positions' K and V rows before it uses the first, so a block's walk over
-// the context costs one round trip per chunk rather than two per position. The walk one
-// position at a time held batched decode to 67 ms per step for 8 or 16 sequences at context 4096
-// on the LLaMA-2-7B shape (H100), the same time for both: latency, not bytes. Other caches take
-// the one-position kernel.
+// 16-bit caches with head_dim 64 or 128 (every LLaMA-family model) take the one-sequence decode
+// kernel's chunk loop (attention_decode_kernel.cuh, decode_attention_block) with the block table
+// as its row map: a warp loads kDecodeAttentionChunk positions' K and V rows before it uses the
+// first, so a block's walk costs one round trip per chunk rather than two per position (the walk
+// one position at a time held batched decode to 67 ms per step for 8 or 16 sequences at context
+// 4096 on the LLaMA-2-7B shape, H100: latency, not bytes). Other caches take the one-position
+// kernel.
+//
+// With few rows, rows × heads blocks leave most of the GPU idle while each walks a whole context
+// (8 sequences at context 4096 reached 37% of the batched roofline on an H100, 16 the same step
+// time), so each row's positions are split into ranges (kernel_shapes.h,
+// paged_attention_splits) whose partial results attention_combine_kernel merges, as the
+// one-sequence decode does.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernel_shapes.h"
+#include "kuiper/op/kernels/cuda/attention_decode_kernel.cuh"
+#include "kuiper/op/kernels/cuda/attention_kernels.cuh"
+#include "kuiper/op/kernels/cuda/cuda_backend.cuh"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
-#include "kuiper/op/kernels/cuda/head_slice.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
 
 namespace kuiper::op::cuda {
 namespace {
 
-constexpr int kPagedWarps = 4;
-// Positions whose K and V rows a warp of the streaming kernel has in flight (as the decode
-// kernel's kDecodeAttentionChunk).
-constexpr int kPagedChunk = 16;
+constexpr int kPagedWarps = kDecodeAttentionWarps;
 constexpr int kPagedMaxHeadDim = 256;
 constexpr int kPagedMaxPerLane = kPagedMaxHeadDim / 32;
 
@@ -39,42 +47,72 @@ struct PagedParams {
   const int32_t* block_tables = nullptr;
   const int32_t* row_sequence = nullptr;
   float* out = nullptr;
+  float* partial_out = nullptr;      // when splits > 1 (DecodeOutput)
+  float* partial_max_sum = nullptr;
   int table_width = 0, block_size = 0, blocks = 0;
   int n_heads = 0, group = 0, head_dim = 0;
   int64_t kv_dim = 0;
+  int64_t reach = 0;  // positions a block table covers: a row's positions past it are not read
+  int64_t span = 0;   // positions per range
+  int splits = 1;
   float scale = 0.f;
 };
 
-// The cache slot of position j of a row's sequence, or -1 where the table names no block of the
-// pool (a damaged table: the position is skipped, never read).
-__device__ __forceinline__ int64_t paged_slot(const PagedParams& p, const int32_t* table, int64_t j) {
-  const int block = table[j / p.block_size];
-  if (block < 0 || block >= p.blocks) return -1;
-  return int64_t{block} * p.block_size + j % p.block_size;
-}
+// The cache slot of position j of a sequence, or -1 where its table names no block of the pool
+// (a damaged table: the position is skipped, never read). Positions are int32 and paged_attention
+// refuses pools of 2^31 slots or more, so both fit 32 bits (a 64-bit division is a long
+// subroutine).
+struct PagedRows {
+  static constexpr bool kLookup = true;
+  const int32_t* table;
+  unsigned block_size;
+  int blocks;
+  __device__ int32_t operator()(int64_t j) const {
+    const unsigned position = static_cast<unsigned>(j);
+    const int block = table[position / block_size];
+    if (block < 0 || block >= blocks) return -1;
+    return static_cast<int32_t>(block * block_size + position % block_size);
+  }
+};
 
+// What block (query head, range, row) of either kernel attends to and where it writes.
+struct PagedBlock {
+  int head, row;
+  int64_t begin, end;  // the range's positions
+  PagedRows rows;
+  DecodeOutput output;
+  __device__ explicit PagedBlock(const PagedParams& p)
+      : head(blockIdx.x), row(blockIdx.z), begin(int64_t{blockIdx.y} * p.span),
+        end(min(begin + p.span, attended_length(p.positions, row, p.reach))),
+        rows{p.block_tables + int64_t{p.row_sequence[row]} * p.table_width,
+             static_cast<unsigned>(p.block_size), p.blocks},
+        output{p.out, p.partial_out, p.partial_max_sum, int64_t{row} * p.n_heads + head,
+               static_cast<int>(blockIdx.y), p.splits} {}
+  __device__ const float* q(const PagedParams& p) const { return p.q + output.head_row * p.head_dim; }
+  __device__ int64_t kv_offset(const PagedParams& p) const { return int64_t{head / p.group} * p.head_dim; }
+};
+
+// Any head_dim up to kPagedMaxHeadDim and any cache type: one position at a time per warp, lane l
+// holding elements l, l + 32, ... of the query and the output.
 template <typename T>
 __global__ void paged_attention_kernel(const PagedParams p) {
-  const int head = blockIdx.x, row = blockIdx.y;
+  const PagedBlock b(p);
+  if (!decode_range_nonempty(b.begin, b.end, p.head_dim, b.output)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int per_lane = (p.head_dim + 31) / 32;
-  const int64_t q_dim = int64_t{p.n_heads} * p.head_dim;
-  const float* q = p.q + row * q_dim + int64_t{head} * p.head_dim;
+  const float* q = b.q(p);
   float qv[kPagedMaxPerLane], acc[kPagedMaxPerLane];
   for (int i = 0; i < per_lane; ++i) {
     qv[i] = lane + 32 * i < p.head_dim ? q[lane + 32 * i] : 0.f;
     acc[i] = 0.f;
   }
-  const int pos = p.positions[row];
-  const int32_t* table = p.block_tables + int64_t{p.row_sequence[row]} * p.table_width;
-  const int64_t kv_offset = int64_t{head / p.group} * p.head_dim;
-  const T* k_cache = static_cast<const T*>(p.k_cache);
-  const T* v_cache = static_cast<const T*>(p.v_cache);
+  const T* k_cache = static_cast<const T*>(p.k_cache) + b.kv_offset(p);
+  const T* v_cache = static_cast<const T*>(p.v_cache) + b.kv_offset(p);
   float max_score = -INFINITY, sum = 0.f;
-  for (int j = warp; j <= pos; j += kPagedWarps) {
-    const int64_t slot = paged_slot(p, table, j);
+  for (int64_t j = b.begin + warp; j < b.end; j += kPagedWarps) {
+    const int64_t slot = b.rows(j);
     if (slot < 0) continue;
-    const T* k = k_cache + slot * p.kv_dim + kv_offset;
+    const T* k = k_cache + slot * p.kv_dim;
     float dot = 0.f;
     for (int i = 0; i < per_lane; ++i) {
       if (lane + 32 * i < p.head_dim) dot += qv[i] * to_float(k[lane + 32 * i]);
@@ -83,7 +121,7 @@ __global__ void paged_attention_kernel(const PagedParams p) {
     const float score = dot * p.scale;
     const float new_max = fmaxf(max_score, score);
     const float rescale = __expf(max_score - new_max), weight = __expf(score - new_max);
-    const T* v = v_cache + slot * p.kv_dim + kv_offset;
+    const T* v = v_cache + slot * p.kv_dim;
     for (int i = 0; i < per_lane; ++i) {
       const float value = lane + 32 * i < p.head_dim ? to_float(v[lane + 32 * i]) : 0.f;
       acc[i] = acc[i] * rescale + weight * value;
@@ -91,127 +129,26 @@ __global__ void paged_attention_kernel(const PagedParams p) {
     sum = sum * rescale + weight;
     max_score = new_max;
   }
-  // Merge the warps: each writes its maximum, sum and values; every thread then combines.
-  __shared__ float warp_max[kPagedWarps], warp_sum[kPagedWarps];
-  __shared__ float warp_acc[kPagedWarps][kPagedMaxHeadDim];
+  __shared__ float acc_s[kPagedWarps][kPagedMaxHeadDim];
+  __shared__ float m_s[kPagedWarps], l_s[kPagedWarps];
   if (lane == 0) {
-    warp_max[warp] = max_score;
-    warp_sum[warp] = sum;
+    m_s[warp] = max_score;
+    l_s[warp] = sum;
   }
   for (int i = 0; i < per_lane; ++i) {
-    if (lane + 32 * i < p.head_dim) warp_acc[warp][lane + 32 * i] = acc[i];
+    if (lane + 32 * i < p.head_dim) acc_s[warp][lane + 32 * i] = acc[i];
   }
   __syncthreads();
-  float total_max = -INFINITY;
-  for (int w = 0; w < kPagedWarps; ++w) total_max = fmaxf(total_max, warp_max[w]);
-  float total_sum = 0.f;
-  for (int w = 0; w < kPagedWarps; ++w) {
-    if (warp_sum[w] > 0.f) total_sum += warp_sum[w] * __expf(warp_max[w] - total_max);
-  }
-  float* out = p.out + row * q_dim + int64_t{head} * p.head_dim;
-  for (int e = threadIdx.x; e < p.head_dim; e += blockDim.x) {
-    float value = 0.f;
-    for (int w = 0; w < kPagedWarps; ++w) {
-      if (warp_sum[w] > 0.f) value += warp_acc[w][e] * __expf(warp_max[w] - total_max);
-    }
-    out[e] = total_sum > 0.f ? value / total_sum : 0.f;
-  }
+  store_merged_warps<kPagedWarps>(&acc_s[0][0], kPagedMaxHeadDim, m_s, l_s, p.head_dim, b.output);
 }
 
-
-// Lane l holds elements l * kDims ... l * kDims + kDims - 1 of the query, of each K and V row
-// and of the output (HeadSlice's layout).
+// 16-bit caches, head_dim 32 · kDims: the chunk loop of the one-sequence decode kernel.
 template <typename T, int kDims>
 __global__ void __launch_bounds__(kPagedWarps * 32) paged_attention_streaming_kernel(const PagedParams p) {
-  constexpr int kHd = 32 * kDims, kChunk = kPagedChunk;
-  const int head = blockIdx.x, row = blockIdx.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t q_dim = int64_t{p.n_heads} * kHd;
-  const int64_t length = int64_t{p.positions[row]} + 1;
-  const int32_t* table = p.block_tables + int64_t{p.row_sequence[row]} * p.table_width;
-  const T* k_base = static_cast<const T*>(p.k_cache) + int64_t{head / p.group} * kHd;
-  const T* v_base = static_cast<const T*>(p.v_cache) + int64_t{head / p.group} * kHd;
-
-  float q[kDims], acc[kDims], m = -INFINITY, l = 0.f;
-#pragma unroll
-  for (int d = 0; d < kDims; ++d) {
-    q[d] = p.q[row * q_dim + int64_t{head} * kHd + lane * kDims + d] * p.scale;
-    acc[d] = 0.f;
-  }
-  for (int64_t first = int64_t{warp} * kChunk; first < length; first += kPagedWarps * kChunk) {
-    HeadSlice<T, kDims> k[kChunk], v[kChunk];
-    bool valid[kChunk];
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      const int64_t slot = first + r < length ? paged_slot(p, table, first + r) : -1;
-      valid[r] = slot >= 0;
-      const int64_t read = valid[r] ? slot : 0;  // an unused row re-reads slot 0, weight 0 below
-      k[r].load(k_base + read * p.kv_dim, lane);
-      v[r].load(v_base + read * p.kv_dim, lane);
-    }
-    float s[kChunk];
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      float kf[kDims];
-      k[r].widen(kf);
-      s[r] = 0.f;
-#pragma unroll
-      for (int d = 0; d < kDims; ++d) s[r] += q[d] * kf[d];
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-#pragma unroll
-      for (int r = 0; r < kChunk; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], offset);
-    }
-    float chunk_max = -INFINITY;
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      if (!valid[r]) s[r] = -INFINITY;
-      chunk_max = fmaxf(chunk_max, s[r]);
-    }
-    if (chunk_max == -INFINITY) continue;  // every position of the chunk skipped
-    const float new_max = fmaxf(m, chunk_max);
-    const float rescale = expf(m - new_max);  // 0 on the first chunk
-    m = new_max;
-    l *= rescale;
-#pragma unroll
-    for (int d = 0; d < kDims; ++d) acc[d] *= rescale;
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      const float w = expf(s[r] - new_max);
-      l += w;
-      float vf[kDims];
-      v[r].widen(vf);
-#pragma unroll
-      for (int d = 0; d < kDims; ++d) acc[d] += w * vf[d];
-    }
-  }
-
-  // Merge the warps as the one-position kernel does; a warp that read nothing (m = -inf) adds
-  // nothing, and a row with no readable position gets zeros.
-  __shared__ float acc_s[kPagedWarps][kHd];
-  __shared__ float m_s[kPagedWarps], l_s[kPagedWarps];
-#pragma unroll
-  for (int d = 0; d < kDims; ++d) acc_s[warp][lane * kDims + d] = acc[d];
-  if (lane == 0) {
-    m_s[warp] = m;
-    l_s[warp] = l;
-  }
-  __syncthreads();
-  float max_all = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kPagedWarps; ++w) max_all = fmaxf(max_all, m_s[w]);
-  float* out = p.out + row * q_dim + int64_t{head} * kHd;
-  for (int e = threadIdx.x; e < kHd; e += blockDim.x) {
-    float value = 0.f, sum = 0.f;
-#pragma unroll
-    for (int w = 0; w < kPagedWarps; ++w) {
-      const float scale = m_s[w] == -INFINITY ? 0.f : expf(m_s[w] - max_all);
-      value += acc_s[w][e] * scale;
-      sum += l_s[w] * scale;
-    }
-    out[e] = sum > 0.f ? value / sum : 0.f;
-  }
+  const PagedBlock b(p);
+  decode_attention_block<T, kDims>(b.q(p), p.scale, static_cast<const T*>(p.k_cache) + b.kv_offset(p),
+                                   static_cast<const T*>(p.v_cache) + b.kv_offset(p), p.kv_dim, b.begin,
+                                   b.end, b.rows, b.output);
 }
 
 template <typename T>
@@ -243,11 +180,11 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   KUIPER_RETURN_IF_ERROR(expect_cuda(*paged.block_tables, DataType::kINT32, "block tables"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(*paged.row_sequence, DataType::kINT32, "row sequences"));
   const int64_t tokens = positions.numel();
-  if (shape.head_dim > kPagedMaxHeadDim || tokens > kMaxGridY) {
-    return unsupported("cuda paged attention needs head_dim up to " +
-                       std::to_string(kPagedMaxHeadDim) + " and at most " + std::to_string(kMaxGridY) +
-                       " rows, got head_dim " + std::to_string(shape.head_dim) + " and " +
-                       std::to_string(tokens) + " rows");
+  if (shape.head_dim > kPagedMaxHeadDim || tokens > kMaxGridY || k_cache.dim(0) > INT32_MAX) {
+    return unsupported("cuda paged attention needs head_dim up to " + std::to_string(kPagedMaxHeadDim) +
+                       ", at most " + std::to_string(kMaxGridY) +
+                       " rows and a pool of fewer than 2^31 slots, got head_dim " + std::to_string(shape.head_dim) +
+                       ", " + std::to_string(tokens) + " rows and " + std::to_string(k_cache.dim(0)) + " slots");
   }
   if (tokens == 0) return ok_status();
   PagedParams p;
@@ -266,11 +203,30 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   p.head_dim = shape.head_dim;
   p.kv_dim = k_cache.dim(-1);
   p.scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
-  const dim3 grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));
+  // Positions are int32, so no row reaches past 2^31 whatever the table's width.
+  p.reach = std::min(paged.block_tables->dim(1) * paged.block_size, int64_t{INT32_MAX} + 1);
+  const AttentionSplits splits =
+      paged_attention_splits(tokens, p.reach, shape, cuda_backend(ctx).multiprocessors);
+  p.span = splits.span;
+  p.splits = splits.splits;
+  if (p.splits > 1) {
+    KUIPER_ASSIGN_OR_RETURN(const AttentionPartials partials,
+                            attention_partials(ctx, tokens * shape.n_heads * p.splits, shape.head_dim));
+    p.partial_out = partials.out;
+    p.partial_max_sum = partials.max_sum;
+  }
+  const dim3 grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(p.splits),
+                  static_cast<unsigned>(tokens));
   const cudaStream_t stream = as_cuda_stream(ctx.stream());
   return dispatch_float_type(k_cache.dtype(), [&](auto zero) -> Status {
     launch_paged_attention<decltype(zero)>(p, grid, stream);
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("paged attention");
+    if (p.splits > 1) {
+      attention_combine_kernel<<<dim3(shape.n_heads, static_cast<unsigned>(tokens)), kCombineThreads, 0,
+                                 stream>>>(p.partial_out, p.partial_max_sum, p.positions, p.reach, shape.n_heads,
+                                           shape.head_dim, static_cast<int>(p.span), p.splits, p.out);
+      KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("paged attention combine");
+    }
     return ok_status();
   });
 }
