@@ -55,6 +55,21 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_m
 // op/int4_weight.h describes (not with the library's helpers): an independent reference.
 double int4_dequantized(const op::Weight& w, int64_t r, int64_t c);
 
+// Inputs [tokens, cols] that int8 blocks of 32 columns hold exactly (each block is a power of
+// two times integers in [-127, 127], one of them ±127): a decode GEMV that quantizes its input
+// to int8 as llama.cpp's Q8_0 does (the int4 ones) then rounds nothing but its fp32 sums.
+Tensor int8_exact_input(int64_t tokens, int64_t cols, std::mt19937& rng);
+
+// in[T, cols] · dequant(W)ᵀ for a host int4 weight, in double, with what bounds a kernel's error.
+struct Int4Product {
+  std::vector<double> out;        // Σ dequant(W[r, c]) · x[c]
+  std::vector<double> magnitude;  // Σ (scale · 16 + |min|) · |x[c]|: the size of what a kernel sums
+  // Σ |W[r, c]| · (max|x| of c's block of 32) / 254: the most that rounding x to int8 in blocks
+  // of 32 (scale max|x| / 127, half a step per input) can move the product.
+  std::vector<double> input_rounding;
+};
+Int4Product int4_product(const Tensor& in, const op::Weight& w);
+
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);
 double relative_error(const float* a, const double* b, size_t n);
