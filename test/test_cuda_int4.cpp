@@ -67,7 +67,9 @@ class CudaInt4 : public ::testing::TestWithParam<bool> {  // with a per-group mi
         ASSERT_NEAR(out[r], ref.out[r], rounding + 1e-5 * ref.magnitude[r] + 1e-30)
             << "row " << r << (exact ? ", inputs int8 holds" : ", random inputs");
       }
-      if (!quantizes) EXPECT_LT(test::relative_error(out.data(), ref.out.data(), ref.out.size()), 1e-5);
+      if (!quantizes) {
+        EXPECT_LT(test::relative_error(out.data(), ref.out.data(), ref.out.size()), 1e-5);
+      }
     }
   }
 
@@ -126,29 +128,18 @@ INSTANTIATE_TEST_SUITE_P(Schemes, CudaInt4, testing::Bool());
 
 // stories260K quantized to int4 at load (default scheme, groups of 32): a prompt and 40 forced
 // tokens decoded one at a time on CUDA, against the logits of one CPU prefill of the same tokens.
+// Bound 2e-2 on the worst relative logit error. Two differences add up: the bf16 roundings
+// (KV cache, prefill GEMM activations; at most 2e-2 by CudaInt8Model's derivation, 4e-3
+// measured there) and the decode GEMVs' int8 input rounding, which no per-GEMV bound carries
+// to the logits; the CPU's decode, rounding its inputs alike, is 7.6e-3 from its prefill
+// (Int4Model.DecodeLogitsNearPrefill, bound 1e-2).
 TEST(CudaInt4Model, DecodeLogitsMatchCpuPrefill) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
-  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path("models/stories260K/stories260K.bin")));
-  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 54, 71, 260, 300, 9};
-  const size_t prompt = tokens.size();
-  for (int i = 0; i < 40; ++i) tokens.push_back((i * 37 + 11) % 512);
-  const int64_t vocab = ckpt.config.vocab_size;
-  ModelOptions options;
-  options.weight_dtype = DataType::kINT4;
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto cpu, LlamaModel::create(ckpt.config, ckpt.weights, options));
-  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor all, cpu->forward_all(tokens, 0));
-  options.device = DeviceType::kCUDA;
-  KUIPER_ASSERT_OK_AND_ASSIGN(auto gpu, LlamaModel::create(ckpt.config, ckpt.weights, options));
-  ASSERT_EQ(gpu->weight_dtype(), DataType::kINT4);
-  double worst = 0;
-  for (size_t i = prompt; i <= tokens.size(); ++i) {
-    // Logits after token i - 1: the prompt's prefill first, then one forced token at a time.
-    auto out = i == prompt ? gpu->forward(std::span(tokens).first(prompt), 0)
-                           : gpu->forward(std::span(tokens).subspan(i - 1, 1), static_cast<int>(i - 1));
-    ASSERT_TRUE(out.ok()) << out.status().to_string();
-    const std::vector<float> got = test::to_host(*out);
-    worst = std::max(worst, test::relative_error(got.data(), all.data<float>() + (i - 1) * vocab, vocab));
-  }
+  ModelOptions cpu;
+  cpu.weight_dtype = DataType::kINT4;
+  ModelOptions gpu = cpu;
+  gpu.device = DeviceType::kCUDA;
+  const double worst = test::stories_decode_logit_error(gpu, cpu);
   std::printf("int4 model, CUDA decode against CPU prefill: worst relative logit error %.3g (bound 2e-2)\n", worst);
   EXPECT_LT(worst, 2e-2);
 }

@@ -201,6 +201,36 @@ Int4Product int4_product(const Tensor& in, const op::Weight& w) {
   return ref;
 }
 
+double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference) {
+  auto ckpt = load_checkpoint(source_path("models/stories260K/stories260K.bin"));
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+  if (!ckpt.ok()) return INFINITY;
+  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 54, 71, 260, 300, 9};
+  const size_t prompt = tokens.size();
+  for (int i = 0; i < 40; ++i) tokens.push_back((i * 37 + 11) % 512);
+  const int64_t vocab = ckpt->config.vocab_size;
+  auto ref_model = LlamaModel::create(ckpt->config, ckpt->weights, reference);
+  auto model = LlamaModel::create(ckpt->config, ckpt->weights, options);
+  EXPECT_TRUE(ref_model.ok() && model.ok());
+  if (!ref_model.ok() || !model.ok()) return INFINITY;
+  EXPECT_EQ((*model)->weight_dtype(), options.weight_dtype.value_or((*model)->weight_dtype()));
+  auto all = (*ref_model)->forward_all(tokens, 0);
+  EXPECT_TRUE(all.ok()) << all.status().to_string();
+  if (!all.ok()) return INFINITY;
+  const std::vector<float> want = to_host(*all);
+  double worst = 0;
+  for (size_t i = prompt; i <= tokens.size(); ++i) {
+    // Logits after token i - 1: the prompt's prefill first, then one forced token at a time.
+    auto out = i == prompt ? (*model)->forward(std::span(tokens).first(prompt), 0)
+                           : (*model)->forward(std::span(tokens).subspan(i - 1, 1), static_cast<int>(i - 1));
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    if (!out.ok()) return INFINITY;
+    const std::vector<float> got = to_host(*out);
+    worst = std::max(worst, relative_error(got.data(), want.data() + (i - 1) * vocab, vocab));
+  }
+  return worst;
+}
+
 template <typename Ref>
 static double relative_error_impl(const float* a, const Ref* b, size_t n) {
   double diff = 0, norm = 0;

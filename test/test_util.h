@@ -14,6 +14,10 @@
 #include "kuiper/tensor/tensor.h"
 #include "kuiper/tokenizer/tokenizer.h"
 
+namespace kuiper {
+struct ModelOptions;  // model/llama_model.h
+}
+
 namespace kuiper::test {
 
 // Absolute path of a file under the source tree, e.g. source_path("models/stories260K/...").
@@ -69,6 +73,12 @@ struct Int4Product {
   std::vector<double> input_rounding;
 };
 Int4Product int4_product(const Tensor& in, const op::Weight& w);
+
+// stories260K as `options` loads it, given a 10-token prompt as one prefill and then 40 forced
+// tokens one at a time (the decode path): the worst relative L2 error of its logits at those 41
+// positions against one prefill of all the tokens by the model `reference` loads. Fails the
+// test (and returns infinity) where a model cannot be made or run, or loads another weight dtype.
+double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference);
 
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);

@@ -2,8 +2,8 @@
 // llama.cpp's mmvq does. Widening each nibble to fp32 and multiplying it by an fp32 input cost
 // ~100 instructions per 16-byte chunk and row, and 128 bytes of x loads: the kernel ran at half
 // the memory bandwidth. Here every block first quantizes x to int8 in blocks of 32 (one fp32
-// scale each: max|x| / 127, as the CPU int4 kernel does, so both compute the same quantity and
-// meet the same error bound, cpu/int4_cpu_kernels.h) into shared memory, laid out so that a
+// scale each: max|x| / 127, as the CPU int4 kernel does, so both meet the same error bound,
+// cpu/int4_cpu_kernels.h) into shared memory, laid out so that a
 // chunk's weight word lines up with one word of inputs for its low nibbles and one for its high
 // nibbles. A chunk of 32 weights is then 8 __dp4a per row on the masked nibbles, and its group's
 // arithmetic: with the block's inputs x̂_i = s · p_i (p_i int8), it adds
@@ -62,8 +62,11 @@ __device__ __forceinline__ void quantize_quad(const float4& v, int m, int quads,
   for (int offset = 4; offset > 0; offset /= 2) {
     max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
   }
-  const float scale = max_abs / 127.f;
-  const auto quantize = [&](float x) { return scale > 0.f ? __float2int_rn(x / scale) : 0; };
+  // One division per float4, not four: x · (127 / max|x|) may differ from the CPU's
+  // x / (max|x| / 127) in the last bit, which moves q across a rounding boundary only where x
+  // lies within that bit of it, inside the same half-step bound.
+  const float scale = max_abs / 127.f, inverse = max_abs > 0.f ? 127.f / max_abs : 0.f;
+  const auto quantize = [&](float x) { return __float2int_rn(x * inverse); };
   const int q0 = quantize(v.x), q1 = quantize(v.y), q2 = quantize(v.z), q3 = quantize(v.w);
   int q_sum = q0 + q1 + q2 + q3;
 #pragma unroll
