@@ -109,8 +109,9 @@ TEST(Int4MatmulArgs, RefusesMalformedWeightsAndShapes) {
 // stories260K quantized to int4 at load, decoded one token at a time (every GEMV whose shape
 // allows it rounds its input to int8; its w2, 172 columns, does not), against one prefill of the
 // same tokens, which multiplies fp32 inputs. No bound follows from the per-GEMV one (a product
-// can cancel), so this is a measured figure with headroom: 7.6e-3 with AVX2, bound 1e-2 (0
-// without AVX2, where decode multiplies fp32 inputs too). test_cuda_int4.cpp builds on it.
+// can cancel), so this is a measured figure with headroom: 7.6e-3 with AVX2, bound 1e-2 (fp32
+// rounding only without AVX2, where decode multiplies fp32 inputs too). test_cuda_int4.cpp
+// builds on it.
 TEST(Int4Model, DecodeLogitsNearPrefill) {
   ModelOptions options;
   options.weight_dtype = DataType::kINT4;
