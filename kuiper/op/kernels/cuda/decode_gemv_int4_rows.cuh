@@ -53,14 +53,23 @@ __device__ __forceinline__ Int8Input int8_input(int cols) {
   return {staged, staged + blocks, reinterpret_cast<Int8InputBlock*>(staged + 2 * blocks)};
 }
 
+// The larger of a and b, or NaN where either is NaN (fmaxf would drop it): a NaN input makes its
+// block's scale NaN, so that it reaches every output as it does in fp32, instead of being
+// quantized to 0.
+__device__ __forceinline__ float max_or_nan(float a, float b) {
+  float m;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
+  return m;
+}
+
 // Quantizes float4 m of x (inputs 4m .. 4m + 3) into `s`. The 8 float4s of a block of 32 are
 // held by 8 consecutive lanes, which find the block's max|x| and Σ q together, so every lane of
 // the warp calls this; those with m ≥ quads (x's float4s) carry zeros and store nothing.
 __device__ __forceinline__ void quantize_quad(const float4& v, int m, int quads, const Int8Input& s) {
-  float max_abs = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  float max_abs = max_or_nan(max_or_nan(fabsf(v.x), fabsf(v.y)), max_or_nan(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
   for (int offset = 4; offset > 0; offset /= 2) {
-    max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
+    max_abs = max_or_nan(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
   }
   // One division per float4, not four: x · (127 / max|x|) may differ from the CPU's
   // x / (max|x| / 127) in the last bit, which moves q across a rounding boundary only where x
