@@ -10,6 +10,7 @@
 // Prefill: relative L2 error 1e-2 (weights dequantized to bf16 and activations rounded to bf16
 // for the tensor cores). The model's logits: relative L2 error 2e-2 (CudaInt4Model says why).
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "kuiper/base/device.h"
@@ -90,6 +91,16 @@ TEST_P(CudaInt4, DecodeGemvMatchesDoubleReference) {
   check_decode_gemv(3, 32800, 32, false);    // longer: scalar reader
   check_decode_gemv(64, 172, 32, false);     // cols not a multiple of 32: scalar reader
   check_decode_gemv(6, 40, 8, false);        // group below 32: scalar reader
+}
+
+// A NaN input reaches every output of the decode GEMV, as it does in fp32 products (the int8
+// quantization must not round it to 0 and go on).
+TEST_P(CudaInt4, DecodeGemvPropagatesNaN) {
+  const op::Weight w = test::random_int4_weight(64, 256, 32, GetParam(), rng_);
+  Tensor in = test::random_tensor({1, 256}, rng_);
+  in.data<float>()[37] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> out = matmul(in, w);
+  for (size_t r = 0; r < out.size(); ++r) EXPECT_TRUE(std::isnan(out[r])) << "row " << r << ": " << out[r];
 }
 
 TEST_P(CudaInt4, PrefillMatchesDoubleReference) {
