@@ -1,5 +1,6 @@
 #include "test/test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -155,6 +156,79 @@ double int4_dequantized(const op::Weight& w, int64_t r, int64_t c) {
   const double scale = w.scales.data<float>()[group];
   if (w.mins.is_empty()) return scale * (q - 8);
   return scale * q + w.mins.data<float>()[group];
+}
+
+Tensor int8_exact_input(int64_t tokens, int64_t cols, std::mt19937& rng) {
+  Tensor in = Tensor::zeros_cpu(DataType::kFP32, {tokens, cols}).value();
+  std::uniform_int_distribution<int> q(-127, 127), exponent(-9, -1);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t b = 0; b < cols; b += 32) {
+      const float unit = std::ldexp(1.f, exponent(rng));
+      for (int64_t c = b; c < std::min(cols, b + 32); ++c) in.data<float>()[t * cols + c] = unit * q(rng);
+      in.data<float>()[t * cols + b] = unit * (q(rng) < 0 ? -127 : 127);
+    }
+  }
+  return in;
+}
+
+Int4Product int4_product(const Tensor& in, const op::Weight& w) {
+  const int64_t tokens = in.numel() / w.cols(), rows = w.rows(), cols = w.cols();
+  Int4Product ref{std::vector<double>(tokens * rows), std::vector<double>(tokens * rows),
+                  std::vector<double>(tokens * rows)};
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* x = in.data<float>() + t * cols;
+    std::vector<double> block_max(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      for (int64_t k = c / 32 * 32; k < std::min(cols, c / 32 * 32 + 32); ++k) {
+        block_max[c] = std::max(block_max[c], std::fabs(double{x[k]}));
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, magnitude = 0, rounding = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double wv = int4_dequantized(w, r, c);
+        const int64_t g = (r * cols + c) / w.group_size;
+        const double min = w.mins.is_empty() ? 0 : w.mins.data<float>()[g];
+        sum += wv * x[c];
+        magnitude += (w.scales.data<float>()[g] * 16 + std::fabs(min)) * std::fabs(x[c]);
+        rounding += std::fabs(wv) * block_max[c] / 254;
+      }
+      ref.out[t * rows + r] = sum;
+      ref.magnitude[t * rows + r] = magnitude;
+      ref.input_rounding[t * rows + r] = rounding;
+    }
+  }
+  return ref;
+}
+
+double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference) {
+  auto ckpt = load_checkpoint(source_path("models/stories260K/stories260K.bin"));
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+  if (!ckpt.ok()) return INFINITY;
+  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 54, 71, 260, 300, 9};
+  const size_t prompt = tokens.size();
+  for (int i = 0; i < 40; ++i) tokens.push_back((i * 37 + 11) % 512);
+  const int64_t vocab = ckpt->config.vocab_size;
+  auto ref_model = LlamaModel::create(ckpt->config, ckpt->weights, reference);
+  auto model = LlamaModel::create(ckpt->config, ckpt->weights, options);
+  EXPECT_TRUE(ref_model.ok() && model.ok());
+  if (!ref_model.ok() || !model.ok()) return INFINITY;
+  EXPECT_EQ((*model)->weight_dtype(), options.weight_dtype.value_or((*model)->weight_dtype()));
+  auto all = (*ref_model)->forward_all(tokens, 0);
+  EXPECT_TRUE(all.ok()) << all.status().to_string();
+  if (!all.ok()) return INFINITY;
+  const std::vector<float> want = to_host(*all);
+  double worst = 0;
+  for (size_t i = prompt; i <= tokens.size(); ++i) {
+    // Logits after token i - 1: the prompt's prefill first, then one forced token at a time.
+    auto out = i == prompt ? (*model)->forward(std::span(tokens).first(prompt), 0)
+                           : (*model)->forward(std::span(tokens).subspan(i - 1, 1), static_cast<int>(i - 1));
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    if (!out.ok()) return INFINITY;
+    const std::vector<float> got = to_host(*out);
+    worst = std::max(worst, relative_error(got.data(), want.data() + (i - 1) * vocab, vocab));
+  }
+  return worst;
 }
 
 template <typename Ref>

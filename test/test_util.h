@@ -14,6 +14,10 @@
 #include "kuiper/tensor/tensor.h"
 #include "kuiper/tokenizer/tokenizer.h"
 
+namespace kuiper {
+struct ModelOptions;  // model/llama_model.h
+}
+
 namespace kuiper::test {
 
 // Absolute path of a file under the source tree, e.g. source_path("models/stories260K/...").
@@ -54,6 +58,27 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_m
 // Weight [r, c] of a host int4 weight as the double it stands for, decoded here from the layout
 // op/int4_weight.h describes (not with the library's helpers): an independent reference.
 double int4_dequantized(const op::Weight& w, int64_t r, int64_t c);
+
+// Inputs [tokens, cols] that int8 blocks of 32 columns hold exactly (each block is a power of
+// two times integers in [-127, 127], one of them ±127): a decode GEMV that quantizes its input
+// to int8 as llama.cpp's Q8_0 does (the int4 ones) then rounds nothing but its fp32 sums.
+Tensor int8_exact_input(int64_t tokens, int64_t cols, std::mt19937& rng);
+
+// in[T, cols] · dequant(W)ᵀ for a host int4 weight, in double, with what bounds a kernel's error.
+struct Int4Product {
+  std::vector<double> out;        // Σ dequant(W[r, c]) · x[c]
+  std::vector<double> magnitude;  // Σ (scale · 16 + |min|) · |x[c]|: the size of what a kernel sums
+  // Σ |W[r, c]| · (max|x| of c's block of 32) / 254: the most that rounding x to int8 in blocks
+  // of 32 (scale max|x| / 127, half a step per input) can move the product.
+  std::vector<double> input_rounding;
+};
+Int4Product int4_product(const Tensor& in, const op::Weight& w);
+
+// stories260K as `options` loads it, given a 10-token prompt as one prefill and then 40 forced
+// tokens one at a time (the decode path): the worst relative L2 error of its logits at those 41
+// positions against one prefill of all the tokens by the model `reference` loads. Fails the
+// test (and returns infinity) where a model cannot be made or run, or loads another weight dtype.
+double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference);
 
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);

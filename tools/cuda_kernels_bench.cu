@@ -6,7 +6,8 @@
 //  - decode int8 GEMV (bytes counted: int8 weights + fp32 scales), with other rows-per-warp and
 //    burst depths for reference;
 //  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp32 scales
-//    and mins);
+//    and mins), with other rows-per-warp, burst depths and blocks per multiprocessor for
+//    reference;
 //  - decode attention over a bf16 cache, paged decode attention of several sequences (the
 //    engine's batched decode), prefill attention (tensor cores, and the CUDA-core kernel it
 //    replaced), and the prefill GEMM.
@@ -27,6 +28,7 @@
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
 #include "kuiper/base/buffer.h"
+#include "kuiper/op/kernels/cuda/decode_gemv_int4_rows.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_warp_kernel.cuh"
 
@@ -168,7 +170,10 @@ double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, cons
   return 1e3 * median_ms([&](int i) {
     const op::Weight& w = ws[i % ws.size()];
     a.w = w.values.raw_data();
-    if (w.is_quantized()) a.scales = w.scales.data<float>();
+    if (w.is_quantized()) {
+      a.scales = w.scales.data<float>();
+      a.mins = w.mins.is_empty() ? nullptr : w.mins.data<float>();
+    }
     check(launch(a, as_cuda_stream(ctx().stream())), "gemv");
   }, 60);
 }
@@ -367,7 +372,19 @@ int main(int argc, char** argv) {
       check(matmul(x, ws[i % ws.size()], y, ctx()), "int4 matmul");
     }, 60);
     const double moved = bytes + 4.0 * (r + c);
-    rows.push_back({"gemv int4 " + std::to_string(r) + "x" + std::to_string(c), us, moved / (us * 1e-6) / 1e9, 0});
+    const std::string name = "gemv int4 " + std::to_string(r) + "x" + std::to_string(c);
+    rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
+    using op::cuda::Int4Int8Chunks;
+    using op::cuda::SplitColumns;
+    for (auto [label, t] : {std::pair{"  1 row x 4", gemv_variant_us<Int4Int8Chunks<1, 4>>(ws, x, y)},
+                            std::pair{"  2 rows x 2", gemv_variant_us<Int4Int8Chunks<2, 2>>(ws, x, y)},
+                            std::pair{"  4 rows x 1", gemv_variant_us<Int4Int8Chunks<4, 1>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, 3 blocks", gemv_variant_us<Int4Int8Chunks<4, 1, 3>>(ws, x, y)},
+                            std::pair{"  4 rows x 2", gemv_variant_us<Int4Int8Chunks<4, 2>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)}}) {
+      rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
+    }
   }
 
   // Decode attention over a bf16 cache of 4096 rows, LLaMA-2-7B (32/32) and LLaMA-3-8B (32/8)

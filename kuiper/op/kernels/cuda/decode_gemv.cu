@@ -7,6 +7,7 @@
 #include "kuiper/op/int4_weight.h"
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_int4_rows.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_warp_kernel.cuh"
 
@@ -21,7 +22,8 @@ enum class GemvKernel {
 enum class GemvRowReader {
   kShortChunks,  // 16-byte chunks, the layout for matrices of up to k*ShortRowsUpTo rows
   kTallChunks,   // 16-byte chunks, the layout for taller matrices
-  kScalar,       // one element at a time: any alignment, row length or int8/int4 group
+  kScalar,       // one element at a time: any alignment, row length or int8/int4 group, and
+                 // int4 rows too long for their quantized x in shared memory (kInt8InputMaxCols)
 };
 struct GemvKernelChoice {
   GemvKernel kernel;
@@ -34,8 +36,8 @@ struct GemvKernelChoice {
 // every multiprocessor busy, and two rows per warp read x twice as often per weight. Taller
 // ones read four whole rows per warp with ptxas held to three blocks per multiprocessor
 // (Int8Chunks<4, 1, 3>; its 80 registers spill 8 bytes, which costs less than a third block).
-// int4 matrices (32 weights a chunk) take the same layouts at the same heights: not measured
-// on int4 yet.
+// int4 matrices (32 weights a chunk, multiplied with x quantized to int8: Int4Int8Chunks) take
+// the same layouts at the same heights: a lane's burst is one 16-byte load per row either way.
 constexpr int kInt8ShortRowsUpTo = 8192;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
@@ -52,7 +54,8 @@ GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, Gem
   const bool aligned = aligned_to(a.w, 16) && aligned_to(a.x, 16);
   if (dtype == DataType::kINT8 || dtype == DataType::kINT4) {
     const int chunk = dtype == DataType::kINT8 ? 16 : 32;  // weights per 16-byte load
-    if (!aligned || a.cols % chunk != 0 || a.group_shift < 0 || a.group_size < chunk) {
+    const bool too_long = dtype == DataType::kINT4 && a.cols > kInt8InputMaxCols;
+    if (!aligned || a.cols % chunk != 0 || a.group_shift < 0 || a.group_size < chunk || too_long) {
       return {GemvKernel::kWarp, GemvRowReader::kScalar};
     }
     return {GemvKernel::kWarp, a.rows <= kInt8ShortRowsUpTo ? GemvRowReader::kShortChunks
@@ -146,14 +149,14 @@ Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue e
   return launch_warp<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, epilogue, stream);
 }
 
-// The same for int4 weights.
+// The same layouts for int4 weights, multiplied with x quantized to int8.
 Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
                    cudaStream_t stream) {
   switch (reader) {
     case GemvRowReader::kShortChunks:
-      return launch_warp<SplitColumns<Int4Chunks<4, 1>, 2>, Int4Chunks<2, 2>>(a, epilogue, stream);
+      return launch_warp<SplitColumns<Int4Int8Chunks<4, 1>, 2>, Int4Int8Chunks<2, 2>>(a, epilogue, stream);
     case GemvRowReader::kTallChunks:
-      return launch_warp<Int4Chunks<4, 1, 3>, Int4Chunks<4, 1, 3>>(a, epilogue, stream);
+      return launch_warp<Int4Int8Chunks<4, 1, 3>, Int4Int8Chunks<4, 1, 3>>(a, epilogue, stream);
     case GemvRowReader::kScalar:
       break;
   }

@@ -32,7 +32,7 @@ struct DecodeGemvArgs {
   const float* scales = nullptr;  // int8/int4 only
   const float* mins = nullptr;    // int4 with a per-group minimum only
   int group_size = 0;             // int8/int4 only
-  int group_shift = 0;            // log2(group_size), Int8Chunks/Int4Chunks only
+  int group_shift = 0;            // log2(group_size), Int8Chunks/Int4Int8Chunks only
   const float* x = nullptr;
   const float* in_sumsq = nullptr;  // the input's norm: x · g came in, Σ x² in runs
   int sumsq_runs = 0;
@@ -48,7 +48,7 @@ struct DecodeGemvArgs {
 
 // DecodeGemvArgs::group_shift for groups of g: log2(g) when g is a power of two ≥ 16, else -1.
 // A 16-byte chunk (16 int8 or 32 int4 weights) then never straddles a group when g is at least
-// the chunk's weights, as Int8Chunks and Int4Chunks need.
+// the chunk's weights, as Int8Chunks and Int4Int8Chunks need.
 inline int chunk_group_shift(int g) {
   const auto u = static_cast<unsigned>(g);
   return g >= 16 && std::has_single_bit(u) ? std::countr_zero(u) : -1;

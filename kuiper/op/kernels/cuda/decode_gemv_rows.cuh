@@ -19,6 +19,9 @@
 //  - accumulate(sums, loaded, first, end, a): multiplies that burst by x, adds into sums.
 //  - finish(sums, y): the dot products of the warp's rows over its lanes' units, reduced across
 //    the warp (the same in every lane).
+//  - optionally, staged_input_bytes(a) and stage_input(a): a form of x that the whole block
+//    prepares in dynamic shared memory once x is written, before any accumulate
+//    (decode_gemv_warp_kernel.cuh, StagesInput).
 // The epilogues (decode_gemv_epilogues.cuh) then receive y, the row indices and which of them
 // lie inside the matrix.
 //
@@ -27,12 +30,10 @@
 //  - Int8Chunks<rows, burst, blocks>: int8 with fp32 group scales. A 16-byte load holds 16
 //    weights, which need 64 bytes of x; with one row per warp the x traffic through L1 (4x the
 //    weights) was the limit, so a warp serves several rows and reads each x chunk once for all
-//    of them. Bytes are widened without the int-to-float unit (widen_biased_byte). Its rows,
-//    chunk count and reduction come from QuantizedChunks, shared with Int4Chunks.
-//  - Int4Chunks<rows, burst, blocks>: int4 (op/int4_weight.h) with fp32 group scales and
-//    optional mins, 32 weights per 16-byte load, laid out and chosen as Int8Chunks (its
-//    parameters were tuned for int8 and not re-measured for int4). Nibbles are widened as the
-//    int8 bytes are, without the int-to-float unit.
+//    of them. Bytes are widened without the int-to-float unit (widen_biased_byte).
+//  - Int4Int8Chunks<rows, burst, blocks> (decode_gemv_int4_rows.cuh): int4 (op/int4_weight.h)
+//    with fp32 group scales and optional mins, 32 weights per 16-byte load, laid out and chosen
+//    as Int8Chunks, multiplied in integers (__dp4a) with x quantized to int8 in shared memory.
 //  - SplitColumns<Rows, parts>: Rows with each row's columns shared by `parts` warps of a
 //    block, for int8/int4 matrices of few rows (too few warps otherwise to fill the
 //    multiprocessors).
@@ -117,123 +118,50 @@ __device__ __forceinline__ float dot4_int8(uint32_t word, const float4& x) {
          widen_biased_byte<2>(biased) * x.z + widen_biased_byte<3>(biased) * x.w;
 }
 
-// What the int8 and int4 readers share: kRowsPerWarp rows per warp of packed weights in 16-byte
-// chunks of kChunkWeights weights, with fp32 group scales indexed by the weight's flat index.
-// cols % kChunkWeights == 0 and the group size is a power of two ≥ kChunkWeights, so a chunk
-// never straddles a group and the group index is a shift. Each reader adds its Loaded, load and
-// accumulate.
-template <int kChunkWeights, int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm>
-struct QuantizedChunks {
+// int8 rows in 16-byte chunks, kRowsPerWarp rows per warp. cols % 16 == 0 and the group size
+// is a power of two ≥ 16, so a chunk never straddles a group and the group index is a shift.
+template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
+struct Int8Chunks {
   static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = kMinBlocksPerSm;
   static constexpr int kColumnParts = 1;
-  static constexpr int kWeights = kChunkWeights;
+  struct Loaded { uint4 w[kRows][kBurst]; float scale[kRows][kBurst]; };
   struct Sums { float sum[kRows] = {}; };
   const uint4* row[kRows];
   int64_t flat[kRows];  // index of the row's first weight, for the scale lookup
 
-  __device__ QuantizedChunks(const DecodeGemvArgs& a, const int (&rows)[kRows]) {
-    constexpr int kWeightsPerByte = kWeights / 16;
+  __device__ Int8Chunks(const DecodeGemvArgs& a, const int (&rows)[kRows]) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       flat[r] = static_cast<int64_t>(rows[r]) * a.cols;
-      row[r] = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + flat[r] / kWeightsPerByte);
+      row[r] = reinterpret_cast<const uint4*>(static_cast<const int8_t*>(a.w) + flat[r]);
     }
   }
-  __device__ int units(const DecodeGemvArgs& a) const { return a.cols / kWeights; }
-  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
-  }
-};
-
-// int8 rows, 16 weights a chunk.
-template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
-struct Int8Chunks : QuantizedChunks<16, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm> {
-  using QuantizedChunks<16, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>::QuantizedChunks;
-  struct Loaded { uint4 w[kRowsPerWarp][kBurstLoads]; float scale[kRowsPerWarp][kBurstLoads]; };
-
+  __device__ int units(const DecodeGemvArgs& a) const { return a.cols / 16; }
   __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
-    for_each_unit<kBurstLoads>(first, units, [&](int u, int c) {
+    for_each_unit<kBurst>(first, units, [&](int u, int c) {
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        l.w[r][u] = __ldcs(this->row[r] + c);
-        l.scale[r][u] = __ldcs(a.scales + ((this->flat[r] + c * 16) >> a.group_shift));
+      for (int r = 0; r < kRows; ++r) {
+        l.w[r][u] = __ldcs(row[r] + c);
+        l.scale[r][u] = __ldcs(a.scales + ((flat[r] + c * 16) >> a.group_shift));
       }
     });
   }
-  __device__ void accumulate(typename Int8Chunks::Sums& s, const Loaded& l, int first, int units,
+  __device__ void accumulate(Sums& s, const Loaded& l, int first, int units,
                              const DecodeGemvArgs& a) const {
-    for_each_unit<kBurstLoads>(first, units, [&](int u, int c) {
+    for_each_unit<kBurst>(first, units, [&](int u, int c) {
       const float4 x0 = input4(a.x, c * 16), x1 = input4(a.x, c * 16 + 4);
       const float4 x2 = input4(a.x, c * 16 + 8), x3 = input4(a.x, c * 16 + 12);
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
+      for (int r = 0; r < kRows; ++r) {
         const uint4& v = l.w[r][u];
         s.sum[r] += l.scale[r][u] * (dot4_int8(v.x, x0) + dot4_int8(v.y, x1) +
                                      dot4_int8(v.z, x2) + dot4_int8(v.w, x3));
       }
     });
   }
-};
-
-// Byte kIndex of a word as the float 2^23 + byte, exactly (one byte permute, no conversion).
-template <int kIndex>
-__device__ __forceinline__ float byte_plus_2_23(uint32_t word) {
-  return __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7540u + kIndex));
-}
-
-// Σ (q_i − zero) · x_i over the 8 nibbles of a word of packed int4 (weight 2k in the low
-// nibble of byte k, 2k + 1 in its high nibble) and the inputs x0 (weights 0-3), x1 (4-7).
-__device__ __forceinline__ float dot8_int4(uint32_t word, const float4& x0, const float4& x1, float zero) {
-  const float offset = 8388608.f + zero;  // 2^23 + zero
-  const uint32_t low = word & 0x0F0F0F0Fu, high = (word >> 4) & 0x0F0F0F0Fu;
-  return (byte_plus_2_23<0>(low) - offset) * x0.x + (byte_plus_2_23<0>(high) - offset) * x0.y +
-         (byte_plus_2_23<1>(low) - offset) * x0.z + (byte_plus_2_23<1>(high) - offset) * x0.w +
-         (byte_plus_2_23<2>(low) - offset) * x1.x + (byte_plus_2_23<2>(high) - offset) * x1.y +
-         (byte_plus_2_23<3>(low) - offset) * x1.z + (byte_plus_2_23<3>(high) - offset) * x1.w;
-}
-
-__device__ __forceinline__ float sum4(const float4& x) { return (x.x + x.y) + (x.z + x.w); }
-
-// int4 rows (op/int4_weight.h), 32 weights a chunk. A chunk adds scale · Σ (q − zero) · x, plus
-// min · Σ x where the weight has mins (zero is then 0, else 8).
-template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
-struct Int4Chunks : QuantizedChunks<32, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm> {
-  using QuantizedChunks<32, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>::QuantizedChunks;
-  struct Loaded {
-    uint4 w[kRowsPerWarp][kBurstLoads];
-    float scale[kRowsPerWarp][kBurstLoads], min[kRowsPerWarp][kBurstLoads];
-  };
-
-  __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
-    for_each_unit<kBurstLoads>(first, units, [&](int u, int c) {
+  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t group = (this->flat[r] + int64_t{c} * Int4Chunks::kWeights) >> a.group_shift;
-        l.w[r][u] = __ldcs(this->row[r] + c);
-        l.scale[r][u] = __ldcs(a.scales + group);
-        l.min[r][u] = a.mins != nullptr ? __ldcs(a.mins + group) : 0.f;
-      }
-    });
-  }
-  __device__ void accumulate(typename Int4Chunks::Sums& s, const Loaded& l, int first, int units,
-                             const DecodeGemvArgs& a) const {
-    const float zero = a.mins != nullptr ? 0.f : static_cast<float>(kInt4SymmetricZero);
-    for_each_unit<kBurstLoads>(first, units, [&](int u, int c) {
-      float4 x[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) x[k] = input4(a.x, c * Int4Chunks::kWeights + 4 * k);
-      const float x_sum = a.mins != nullptr ? sum4(x[0]) + sum4(x[1]) + sum4(x[2]) + sum4(x[3]) +
-                                                  sum4(x[4]) + sum4(x[5]) + sum4(x[6]) + sum4(x[7])
-                                            : 0.f;
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const uint4& v = l.w[r][u];
-        const float q_dot = dot8_int4(v.x, x[0], x[1], zero) + dot8_int4(v.y, x[2], x[3], zero) +
-                            dot8_int4(v.z, x[4], x[5], zero) + dot8_int4(v.w, x[6], x[7], zero);
-        s.sum[r] += l.scale[r][u] * q_dot + l.min[r][u] * x_sum;
-      }
-    });
+    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
   }
 };
 

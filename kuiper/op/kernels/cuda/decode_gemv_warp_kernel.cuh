@@ -3,7 +3,9 @@
 // one long burst, waited and multiplied all waited and then all multiplied at once, leaving HBM
 // idle in between; so every warp keeps two short bursts in flight instead. Launched overlapped
 // (launch.cuh), a block issues its first two bursts before waiting for the kernel that writes
-// x, so the weight stream of one GEMV starts while the kernel before it is still finishing.
+// x, so the weight stream of one GEMV starts while the kernel before it is still finishing;
+// a reader that multiplies with a prepared form of x (StagesInput) has the block prepare it
+// right after that wait, while those bursts arrive.
 #pragma once
 
 #include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
@@ -12,6 +14,21 @@
 
 namespace kuiper::op::cuda {
 namespace {  // internal linkage: decode_gemv_args.cuh says why
+
+// Readers that multiply with a form of x the block prepares first (Int4Int8Chunks: x quantized
+// to int8) provide stage_input(a), which the whole block runs once x is written, into dynamic
+// shared memory of staged_input_bytes(a).
+template <typename Rows>
+concept StagesInput = requires(const DecodeGemvArgs& a) { Rows::staged_input_bytes(a); };
+
+template <typename Rows>
+size_t staged_input_bytes(const DecodeGemvArgs& a) {
+  if constexpr (StagesInput<Rows>) {
+    return Rows::staged_input_bytes(a);
+  } else {
+    return 0;
+  }
+}
 
 // Each warp keeps two bursts of loads in flight: while one is multiplied, the next is on its
 // way, and the burst after it is requested as soon as a buffer is free. The first two are
@@ -37,6 +54,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
   rows.load(even, begin + lane, end, a);
   rows.load(odd, begin + kStep + lane, end, a);
   wait_for_previous_kernel();  // x is written by the previous kernel
+  if constexpr (StagesInput<Rows>) {
+    Rows::stage_input(a);
+    __syncthreads();
+  }
   for (int start = begin; start < end; start += 2 * kStep) {
     rows.accumulate(sums, even, start + lane, end, a);
     rows.load(even, start + 2 * kStep + lane, end, a);
@@ -76,7 +97,7 @@ template <typename Rows, GemvEpilogue kEpi, bool kNorm>
 cudaError_t launch_decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
   return launch_overlapped(decode_gemv_kernel<Rows, kEpi, kNorm>,
                            dim3(decode_gemv_blocks<Rows>(a)),
-                           dim3(kDecodeWarps * 32), 0, stream, a);
+                           dim3(kDecodeWarps * 32), staged_input_bytes<Rows>(a), stream, a);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// int4-weight matmul on the GPU: the GEMV of decode_gemv.cu (Int4Chunks), or the bf16 GEMM on W
-// dequantized (dequantized_gemm.cuh).
+// int4-weight matmul on the GPU: the GEMV of decode_gemv.cu (Int4Int8Chunks, with its input
+// quantized to int8), or the bf16 GEMM on W dequantized (dequantized_gemm.cuh).
 #include <cuda_bf16.h>
 
 #include "kuiper/base/cuda_utils.h"
