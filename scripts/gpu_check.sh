@@ -4,7 +4,8 @@
 #                        CUDA test programs
 #   gpu_check.sh bench   a story on the GPU, one-sequence decode/prefill against transformers
 #   gpu_check.sh batch   batched decode of 1-64 sequences (7B/8B shapes, bf16) with the batched
-#                        roofline, and transformers' batched generate on the same shape
+#                        roofline
+#   gpu_check.sh hfbatch transformers' batched generate against kuiper's engine, 32 sequences
 #   gpu_check.sh int8batch  the same for int8 weights (7B shape)
 #   gpu_check.sh quant   one-sequence decode of bf16, int8 and int4 weights (7B/8B shapes) in one
 #                        run, the int8/int4 CUDA tests and the GEMV kernel benchmark
@@ -76,6 +77,9 @@ batch() {
   # A 7B-shape (MHA) sequence holds 0.5 MB of bf16 KV per token, so 32 and 64 sequences of 4096
   # tokens do not fit beside the weights on one GPU.
   batched bf16 "llama2-7b 512 1,8,32,64" "llama2-7b 4096 8,16" "llama3-8b 512 8,32,64" "llama3-8b 4096 8,32,64"
+}
+
+hfbatch() {
   python3 scripts/compare_transformers_batched.py --bench build-gpu/demo/llama_bench --shape llama2-7b \
     --batch 32 --prompt 512 2>&1 | tee "$out/hf_batched.txt" | tail -4
 }
@@ -153,11 +157,11 @@ targets=()
 for stage in "${stages[@]}"; do
   case "$stage" in
     tp) targets+=(llama_bench test_tensor_parallel test_cuda_tensor_parallel) ;;
-    tp70 | batch | int8batch) targets+=(llama_bench) ;;
+    tp70 | batch | int8batch | hfbatch) targets+=(llama_bench) ;;
     quant) targets+=(llama_bench cuda_kernels_bench test_cuda_int4 test_cuda_int8) ;;
     serve) targets+=(kuiper_server) ;;
     tests | bench | cuda) targets=(all) && break ;;
-    *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, batch, int8batch, quant, serve, cuda, tp or tp70)"
+    *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, batch, hfbatch, int8batch, quant, serve, cuda, tp or tp70)"
        exit 2 ;;
   esac
 done
