@@ -35,14 +35,26 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Seconds per decode step of `batch` sequences of `fill` prompt tokens.
-StatusOr<double> time_decode_steps(Engine& engine, int batch, int fill, int steps, int round) {
+// Decode steps a sequence may take while the others are still prefilling (the engine decodes
+// the sequences whose prompt is in while it prefills the rest, step_rows positions a step).
+int prefill_steps(int batch, int fill, int step_rows) { return (batch * fill + step_rows - 1) / step_rows + batch; }
+
+struct DecodeTiming {
+  double seconds_per_step = 0;
+  double mean_context = 0;  // cache rows a sequence attends to, averaged over sequences and steps
+};
+
+// One decode step of `batch` sequences of `fill` prompt tokens, all of them decoding in every
+// timed step.
+StatusOr<DecodeTiming> time_decode_steps(Engine& engine, int batch, int fill, int steps, int round, int step_rows) {
   const int vocab = engine.model().config().vocab_size;
   std::vector<int> produced(batch, 0);
   SamplingParams params;
   params.temperature = 0.f;
   params.ignore_eos = true;
-  params.max_tokens = steps + 2;  // the first comes with the prefill; one spare
+  // Enough for the tokens decoded while the last prompt is prefilled, the timed steps and a spare:
+  // no sequence may finish inside the timed window.
+  params.max_tokens = prefill_steps(batch, fill, step_rows) + steps + 2;
   for (int s = 0; s < batch; ++s) {
     // Distinct prompts, so that no sequence reads another's cached blocks.
     std::vector<int32_t> prompt(fill);
@@ -57,23 +69,28 @@ StatusOr<double> time_decode_steps(Engine& engine, int batch, int fill, int step
     KUIPER_ASSIGN_OR_RETURN(bool busy, engine.step());
     if (!busy) return internal_error("the engine went idle before every sequence started");
   }
+  const std::vector<int> before = produced;
   const auto start = Clock::now();
   for (int i = 0; i < steps; ++i) KUIPER_RETURN_IF_ERROR(engine.step().status());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  DecodeTiming timing{seconds / steps, 0};
   for (int s = 0; s < batch; ++s) {
-    if (produced[s] < steps + 1) return internal_error("a sequence fell behind during the timed steps");
+    if (produced[s] - before[s] != steps) return internal_error("a sequence did not decode in every timed step");
+    timing.mean_context += (fill + before[s] + steps / 2.0) / batch;
   }
   for (;;) {
     KUIPER_ASSIGN_OR_RETURN(bool busy, engine.step());
     if (!busy) break;
   }
-  return seconds / steps;
+  return timing;
 }
 
 }  // namespace
 
 int batch_bench_context(const BatchBenchOptions& o) {
-  return *std::max_element(o.fills.begin(), o.fills.end()) + o.decode_tokens + 2;
+  const int fill = *std::max_element(o.fills.begin(), o.fills.end());
+  const int batch = *std::max_element(o.batches.begin(), o.batches.end());
+  return fill + prefill_steps(batch, fill, batch_bench_engine_options(o).max_step_rows) + o.decode_tokens + 2;
 }
 
 EngineOptions batch_bench_engine_options(const BatchBenchOptions& o) {
@@ -92,15 +109,17 @@ Status run_batch_bench(Engine& engine, const BatchBenchOptions& o) {
     double single = 0;
     for (int batch : o.batches) {
       std::vector<double> times;
+      double context = 0;
       for (int r = 0; r < o.repeats; ++r) {
-        KUIPER_ASSIGN_OR_RETURN(double t, time_decode_steps(engine, batch, fill, o.decode_tokens, r));
-        times.push_back(t);
+        KUIPER_ASSIGN_OR_RETURN(DecodeTiming t, time_decode_steps(engine, batch, fill, o.decode_tokens, r,
+                                                                       batch_bench_engine_options(o).max_step_rows));
+        times.push_back(t.seconds_per_step);
+        context = t.mean_context;
       }
       const double step = median(times), tokens_per_second = batch / step;
       if (batch == 1) single = tokens_per_second;
-      // One step reads the weights once and each sequence's cache (on average half-way through
-      // the timed steps).
-      const double bytes = model.weight_bytes() + batch * kv_row_bytes * (fill + o.decode_tokens / 2.0);
+      // One step reads the weights once and each sequence's cache.
+      const double bytes = model.weight_bytes() + batch * kv_row_bytes * context;
       const double roofline = o.copy_gbs > 0 ? bytes / step / 1e9 / o.copy_gbs : 0;
       std::printf("  %3d sequences at context %5d: %10.1f tokens/s  step %7.2f ms  %6.1f GB/s  %5.1f%% of copy bw",
                   batch, fill, tokens_per_second, step * 1e3, bytes / step / 1e9, 100 * roofline);
