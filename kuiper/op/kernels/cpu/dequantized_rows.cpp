@@ -18,21 +18,10 @@ constexpr int64_t kPanelRows = 256;
 }  // namespace
 
 Status embedding_dequantized(const Tensor& tokens, const Weight& table, Tensor& out, DequantizeRows dequantize) {
-  KUIPER_RETURN_IF_ERROR(expect_cpu(tokens, DataType::kINT32, "embedding tokens"));
-  KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "embedding output"));
+  KUIPER_RETURN_IF_ERROR(check_embedding(tokens, table, out));
   const int64_t dim = table.cols();
-  if (out.numel() != tokens.numel() * dim) {
-    return invalid_argument("embedding shapes do not fit: tokens " + tokens.describe() +
-                            ", table " + table.values.describe() + ", output " + out.describe());
-  }
   const int32_t* ids = tokens.data<int32_t>();
-  for (int64_t t = 0; t < tokens.numel(); ++t) {
-    if (ids[t] < 0 || ids[t] >= table.rows()) {
-      return out_of_range("token id " + std::to_string(ids[t]) + " outside vocabulary of " +
-                          std::to_string(table.rows()));
-    }
-    dequantize(table, ids[t], 1, out.data<float>() + t * dim);
-  }
+  for (int64_t t = 0; t < tokens.numel(); ++t) dequantize(table, ids[t], 1, out.data<float>() + t * dim);
   return ok_status();
 }
 
