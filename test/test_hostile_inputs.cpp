@@ -10,6 +10,7 @@
 
 #include "kuiper/base/regular_file.h"
 #include "kuiper/checkpoint/check_tensors.h"
+#include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/checkpoint/formats/llama2c_header.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
 #include "kuiper/model/int8_quantize.h"
@@ -36,6 +37,8 @@ TEST(RegularFile, RefusesFifoDirectoryMissingAndSymlinkLoopWithoutBlocking) {
   // Would block in open() for a writer that never comes, were the FIFO not refused first.
   EXPECT_TRUE(contains(read_regular_file(fifo).status().message(), "is a FIFO"));
   EXPECT_TRUE(contains(MappedFile::open(fifo).status().message(), "is a FIFO"));
+  EXPECT_FALSE(is_gguf_file(fifo));
+  EXPECT_FALSE(is_gguf_file(dir));
   EXPECT_TRUE(contains(read_regular_file(dir).status().message(), "is a directory"));
   EXPECT_TRUE(contains(read_regular_file(dir + "/missing").status().message(), "no such file"));
   std::filesystem::create_symlink("loop", dir + "/loop");

@@ -1,28 +1,14 @@
 // Arbitrary bytes through one real tokenizer (KUIPER_FUZZ_TOKENIZER, a path set per harness by
 // CMake): encoded as text (special tokens on and off), and decoded as int32 ids, which may be
 // anything: out of range, negative.
-#include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <string_view>
 #include <vector>
 
-#include "kuiper/tokenizer/tokenizer.h"
-
-namespace {
-
-const kuiper::Tokenizer& tokenizer() {
-  static const std::unique_ptr<kuiper::Tokenizer> loaded = [] {
-    auto t = kuiper::load_tokenizer(KUIPER_FUZZ_TOKENIZER);
-    if (!t.ok()) std::abort();  // the harness is misconfigured, not the input bad
-    return std::move(t).value();
-  }();
-  return *loaded;
-}
-
-}  // namespace
+#include "fuzz_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const kuiper::Tokenizer& t = tokenizer();
+  const kuiper::Tokenizer& t = kuiper::fuzz::tokenizer();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   for (const bool special : {false, true}) {
     auto ids = t.encode(text, {.add_bos = true, .allow_special = special});

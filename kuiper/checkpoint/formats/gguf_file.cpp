@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-
-#include "kuiper/base/regular_file.h"
 
 namespace kuiper {
 namespace {
@@ -187,10 +184,10 @@ const char* ggml_type_name(uint32_t type) {
 }
 
 bool is_gguf_file(const std::string& path) {
-  if (!check_regular_file(path).ok()) return false;  // a FIFO would block the open below
-  std::ifstream in(path, std::ios::binary);
-  char magic[sizeof(kMagic)] = {};
-  return in.read(magic, sizeof(magic)) && std::memcmp(magic, kMagic, sizeof(kMagic)) == 0;
+  // The reader's own open and magic check, so that what is detected as GGUF is what it reads
+  // (MappedFile refuses a FIFO without waiting for a writer).
+  const auto file = MappedFile::open(path);
+  return file.ok() && GgufFile::has_magic(**file);
 }
 
 bool GgufFile::has_magic(const MappedFile& file) {

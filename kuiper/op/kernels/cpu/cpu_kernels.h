@@ -27,5 +27,8 @@ Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext&);
 
 // Shared argument checks: a kernel's inputs must be on the CPU with the dtype it expects.
 Status expect_cpu(const Tensor& t, DataType dtype, const char* what);
+// An embedding lookup's tokens and output against the table's shape, and every token id
+// against the table's rows: an id outside the table is a caller error, not a crash.
+Status check_embedding(const Tensor& tokens, const Weight& table, const Tensor& out);
 
 }  // namespace kuiper::op::cpu

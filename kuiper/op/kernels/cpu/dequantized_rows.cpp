@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
-#include "kuiper/op/kernels/cpu/cpu_threads.h"
 
 namespace kuiper::op::cpu {
 namespace {
@@ -15,29 +14,9 @@ namespace {
 // fp32 for cols ≤ 2048) to stay in cache between dequantizing and multiplying.
 constexpr int64_t kPanelRows = 256;
 
-}  // namespace
-
-Status embedding_dequantized(const Tensor& tokens, const Weight& table, Tensor& out, DequantizeRows dequantize) {
-  KUIPER_RETURN_IF_ERROR(expect_cpu(tokens, DataType::kINT32, "embedding tokens"));
-  KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "embedding output"));
-  const int64_t dim = table.cols();
-  if (out.numel() != tokens.numel() * dim) {
-    return invalid_argument("embedding shapes do not fit: tokens " + tokens.describe() +
-                            ", table " + table.values.describe() + ", output " + out.describe());
-  }
-  const int32_t* ids = tokens.data<int32_t>();
-  for (int64_t t = 0; t < tokens.numel(); ++t) {
-    if (ids[t] < 0 || ids[t] >= table.rows()) {
-      return out_of_range("token id " + std::to_string(ids[t]) + " outside vocabulary of " +
-                          std::to_string(table.rows()));
-    }
-    dequantize(table, ids[t], 1, out.data<float>() + t * dim);
-  }
-  return ok_status();
-}
-
-// Each thread takes a block of rows (BLAS itself is single-threaded, see cpu_threads.h) and
-// walks it a panel at a time: dequantize into its own buffer, then GEMM.
+// out[tokens, rows] = in[tokens, cols] · dequant(W)ᵀ. Each thread takes a block of rows (BLAS
+// itself is single-threaded, see cpu_threads.h) and walks it a panel at a time: dequantize
+// into its own buffer, then GEMM.
 void gemm_dequantized(const Weight& w, const float* in, float* out, int64_t tokens, DequantizeRows dequantize) {
   const int64_t rows = w.rows(), cols = w.cols();
   // Column-major views: x is [cols, tokens], y is [rows, tokens].
@@ -54,6 +33,7 @@ void gemm_dequantized(const Weight& w, const float* in, float* out, int64_t toke
   });
 }
 
+// Checks a quantized matmul's fp32 input and output against the weight's shape.
 Status check_matmul_shapes(const Tensor& in, const Weight& weight, const Tensor& out) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(in, DataType::kFP32, "matmul input"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "matmul output"));
@@ -61,6 +41,27 @@ Status check_matmul_shapes(const Tensor& in, const Weight& weight, const Tensor&
   if (in.numel() % cols != 0 || out.numel() != in.numel() / cols * rows) {
     return invalid_argument("matmul shapes do not fit: input " + in.describe() + ", weight " +
                             weight.values.describe() + ", output " + out.describe());
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status embedding_dequantized(const Tensor& tokens, const Weight& table, Tensor& out, DequantizeRows dequantize) {
+  KUIPER_RETURN_IF_ERROR(check_embedding(tokens, table, out));
+  const int64_t dim = table.cols();
+  const int32_t* ids = tokens.data<int32_t>();
+  for (int64_t t = 0; t < tokens.numel(); ++t) dequantize(table, ids[t], 1, out.data<float>() + t * dim);
+  return ok_status();
+}
+
+Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv) {
+  KUIPER_RETURN_IF_ERROR(check_matmul_shapes(in, w, out));
+  const int64_t tokens = in.numel() / w.cols();
+  if (tokens == 1) {
+    gemv(w, in.data<float>(), out.data<float>());
+  } else {
+    gemm_dequantized(w, in.data<float>(), out.data<float>(), tokens, dequantize);
   }
   return ok_status();
 }

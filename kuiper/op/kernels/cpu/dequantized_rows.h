@@ -1,12 +1,15 @@
-// The parts of the quantized-weight CPU kernels that do not depend on how a weight is coded,
-// written once over a function that dequantizes rows: the embedding lookup and the prefill
-// GEMM. Prefill is bound by arithmetic, not by reading W, so each thread dequantizes its rows
-// of W a panel at a time into fp32 and hands each panel to BLAS.
+// The parts of the quantized-weight CPU kernels that do not depend on how a weight is coded:
+// the embedding lookup and the matmul, written once over the coding's function that
+// dequantizes rows and its decode GEMV, and the GEMV's threaded row loop. Prefill is bound by
+// arithmetic, not by reading W, so each thread dequantizes its rows of W a panel at a time into
+// fp32 and hands each panel to BLAS; decode is bound by reading W, so the GEMV works on the
+// coded bytes.
 #pragma once
 
 #include <cstdint>
 
 #include "kuiper/op/kernel_table.h"
+#include "kuiper/op/kernels/cpu/cpu_threads.h"
 
 namespace kuiper::op::cpu {
 
@@ -16,11 +19,23 @@ using DequantizeRows = void (*)(const Weight& w, int64_t first, int64_t count, f
 // out[t] = dequant(table[tokens[t]]), checking shapes and token ids.
 Status embedding_dequantized(const Tensor& tokens, const Weight& table, Tensor& out, DequantizeRows dequantize);
 
-// out[tokens, rows] = in[tokens, cols] · dequant(W)ᵀ, a panel of rows at a time, threads
-// splitting the rows.
-void gemm_dequantized(const Weight& w, const float* in, float* out, int64_t tokens, DequantizeRows dequantize);
+// Writes y = dequant(w) · x for one token (decode), threaded (gemv_rows).
+using Gemv = void (*)(const Weight& w, const float* x, float* y);
 
-// Checks a quantized matmul's fp32 input and output against the weight's shape.
-Status check_matmul_shapes(const Tensor& in, const Weight& weight, const Tensor& out);
+// out[T, rows] = in[T, cols] · dequant(W)ᵀ, checking shapes: prefill (T > 1) a panel of rows
+// at a time, threads splitting the rows; decode (T = 1) through the coding's own gemv.
+Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv);
+
+// The decode GEMV's row loop: y[r] = row_dot(r) for r in [0, rows), threads splitting the rows
+// when the rows · cols weights pay for them. A template, so that each coding's row kernel is
+// compiled into the loop rather than called through a pointer.
+template <typename RowDot>
+void gemv_rows(int64_t rows, int64_t cols, float* y, const RowDot& row_dot);
 
 }  // namespace kuiper::op::cpu
+
+template <typename RowDot>
+void kuiper::op::cpu::gemv_rows(int64_t rows, int64_t cols, float* y, const RowDot& row_dot) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
+  for (int64_t r = 0; r < rows; ++r) y[r] = row_dot(r);
+}

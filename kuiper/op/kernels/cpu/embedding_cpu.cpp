@@ -4,9 +4,7 @@
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
 
 namespace kuiper::op::cpu {
-namespace {
 
-// Checks shapes and token ids; an id outside the table is a caller error, not a crash.
 Status check_embedding(const Tensor& tokens, const Weight& table, const Tensor& out) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(tokens, DataType::kINT32, "embedding tokens"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kFP32, "embedding output"));
@@ -23,8 +21,6 @@ Status check_embedding(const Tensor& tokens, const Weight& table, const Tensor& 
   }
   return ok_status();
 }
-
-}  // namespace
 
 Status embedding_fp32(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(table.values, DataType::kFP32, "embedding table"));

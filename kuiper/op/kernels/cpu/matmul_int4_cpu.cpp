@@ -18,7 +18,6 @@
 
 #include "kuiper/op/int4_weight.h"
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
-#include "kuiper/op/kernels/cpu/cpu_threads.h"
 #include "kuiper/op/kernels/cpu/dequantized_rows.h"
 #include "kuiper/op/kernels/cpu/int4_cpu_kernels.h"
 
@@ -65,11 +64,6 @@ float row_dot_portable(const Int4Matrix& w, int64_t row, const float* x) {
     c = end;
   }
   return sum;
-}
-
-void gemv_portable(const Int4Matrix& w, const float* x, float* y) {
-#pragma omp parallel for schedule(static) if (worth_threads(w.rows * w.cols))
-  for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_portable(w, r, x);
 }
 
 #ifdef __AVX2__
@@ -165,13 +159,20 @@ float row_dot_avx2(const Int4Matrix& w, int64_t row, const QuantizedInput& x) {
   return _mm_cvtss_f32(half) + row_offsets(w, row * groups, x);
 }
 
-void gemv_avx2(const Int4Matrix& w, const float* x, float* y) {
-  QuantizedInput xq;
-  quantize_input(x, w.cols, w.group_size, xq);
-#pragma omp parallel for schedule(static) if (worth_threads(w.rows * w.cols))
-  for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_avx2(w, r, xq);
-}
 #endif
+
+void gemv_int4(const Weight& weight, const float* x, float* y) {
+  const Int4Matrix w = matrix_of(weight);
+#ifdef __AVX2__
+  if (int4_gemv_quantizes_input(weight)) {
+    QuantizedInput xq;
+    quantize_input(x, w.cols, w.group_size, xq);
+    gemv_rows(w.rows, w.cols, y, [&](int64_t r) { return row_dot_avx2(w, r, xq); });
+    return;
+  }
+#endif
+  gemv_rows(w.rows, w.cols, y, [&](int64_t r) { return row_dot_portable(w, r, x); });
+}
 
 }  // namespace
 
@@ -188,21 +189,7 @@ bool int4_gemv_quantizes_input(const Weight& weight) {
 Status matmul_int4(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_int4_weight(weight));
   KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kINT4, "matmul weight"));
-  KUIPER_RETURN_IF_ERROR(check_matmul_shapes(in, weight, out));
-  const int64_t tokens = in.numel() / weight.cols();
-  if (tokens != 1) {
-    gemm_dequantized(weight, in.data<float>(), out.data<float>(), tokens, dequantize_int4_rows);
-    return ok_status();
-  }
-  const Int4Matrix w = matrix_of(weight);
-#ifdef __AVX2__
-  if (int4_gemv_quantizes_input(weight)) {
-    gemv_avx2(w, in.data<float>(), out.data<float>());
-    return ok_status();
-  }
-#endif
-  gemv_portable(w, in.data<float>(), out.data<float>());
-  return ok_status();
+  return matmul_quantized(in, weight, out, dequantize_int4_rows, gemv_int4);
 }
 
 Status embedding_int4(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&) {

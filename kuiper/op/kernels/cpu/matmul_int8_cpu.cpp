@@ -11,7 +11,6 @@
 
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
-#include "kuiper/op/kernels/cpu/cpu_threads.h"
 #include "kuiper/op/kernels/cpu/dequantized_rows.h"
 #include "kuiper/op/kernels/cpu/int8_cpu_kernels.h"
 
@@ -24,6 +23,10 @@ struct Int8Matrix {
   int64_t rows, cols;
   int group_size;
 };
+
+Int8Matrix matrix_of(const Weight& w) {
+  return {w.values.data<int8_t>(), w.scales.data<float>(), w.rows(), w.cols(), w.group_size};
+}
 
 // Σ_c dequant(W[row, c]) · x[c] for any grouping: the row is cut where the flat index crosses
 // a group boundary, and each piece is a plain int8·fp32 dot product times one scale.
@@ -71,19 +74,15 @@ float row_dot_avx2(const Int8Matrix& w, int64_t row, const float* x) {
 }
 #endif
 
-using RowDot = float (*)(const Int8Matrix& w, int64_t row, const float* x);
-
-RowDot pick_row_dot(const Int8Matrix& w) {
+void gemv_int8(const Weight& weight, const float* x, float* y) {
+  const Int8Matrix w = matrix_of(weight);
 #ifdef __AVX2__
-  if (w.cols % w.group_size == 0 && w.group_size % 16 == 0) return row_dot_avx2;
+  if (w.cols % w.group_size == 0 && w.group_size % 16 == 0) {
+    gemv_rows(w.rows, w.cols, y, [&](int64_t r) { return row_dot_avx2(w, r, x); });
+    return;
+  }
 #endif
-  return row_dot_portable;
-}
-
-void gemv_int8(const Int8Matrix& w, const float* x, float* y) {
-  const RowDot row_dot = pick_row_dot(w);
-#pragma omp parallel for schedule(static) if (worth_threads(w.rows * w.cols))
-  for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot(w, r, x);
+  gemv_rows(w.rows, w.cols, y, [&](int64_t r) { return row_dot_portable(w, r, x); });
 }
 
 void dequantize_int8_rows(const Weight& weight, int64_t first, int64_t count, float* out) {
@@ -105,16 +104,7 @@ void dequantize_int8_rows(const Weight& weight, int64_t first, int64_t count, fl
 Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(weight));
   KUIPER_RETURN_IF_ERROR(expect_cpu(weight.values, DataType::kINT8, "matmul weight"));
-  KUIPER_RETURN_IF_ERROR(check_matmul_shapes(in, weight, out));
-  const int64_t tokens = in.numel() / weight.cols();
-  if (tokens == 1) {
-    const Int8Matrix w{weight.values.data<int8_t>(), weight.scales.data<float>(), weight.rows(), weight.cols(),
-                       weight.group_size};
-    gemv_int8(w, in.data<float>(), out.data<float>());
-  } else {
-    gemm_dequantized(weight, in.data<float>(), out.data<float>(), tokens, dequantize_int8_rows);
-  }
-  return ok_status();
+  return matmul_quantized(in, weight, out, dequantize_int8_rows, gemv_int8);
 }
 
 Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext&) {
