@@ -18,7 +18,10 @@ namespace kuiper {
 
 struct ModelOptions {
   DeviceType device = DeviceType::kCPU;
-  // Matmul weight dtype; default: as stored on the CPU, bf16 on CUDA.
+  // Matmul weight dtype; default: as stored (wq's dtype) on the CPU, bf16 on CUDA. When it is
+  // int8 or int4, a matrix stored in int8 or int4 keeps its own type and groups (a GGUF Q4_K_M
+  // file mixes Q4_K and Q6_K matrices: int4 and int8), except inside the stacks the fused CUDA
+  // decode runs (q|k|v, gate|up), which take this dtype.
   std::optional<DataType> weight_dtype;
   // Positions the KV cache holds; 0 = the model's max_seq_len, capped at kDefaultContext so that
   // a model trained for 128K positions does not take gigabytes of cache unasked.
