@@ -44,6 +44,7 @@ from gguf import GGMLQuantizationType as Q
 from tiktoken.load import load_tiktoken_bpe
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import ggml_kquants  # noqa: E402
 import hf_tokenizer_files  # noqa: E402
 import tokenizer_reference  # noqa: E402
 
@@ -147,12 +148,20 @@ def hf_to_gguf_tensors(cfg, arch, weights):
 
 
 def add_matrix(writer, name, w, qtype):
+    """`qtype`: one type for every matrix, or a function of the tensor's name giving it; `w`: a
+    float array, or (blocks, type) stored as they are."""
+    if isinstance(w, tuple):
+        writer.add_tensor(name, w[0], raw_dtype=w[1])
+        return
+    if callable(qtype):
+        qtype = qtype(name)
+    block = gguf.GGML_QUANT_SIZES[qtype][0]
     if w.ndim == 1 or qtype == Q.F32:
         writer.add_tensor(name, w.astype(np.float32))
-    elif qtype == Q.F16 or (qtype == Q.Q8_0 and w.shape[-1] % 32 != 0):  # the converter's fallback
+    elif qtype == Q.F16 or w.shape[-1] % block != 0:  # the converter's fallback
         writer.add_tensor(name, w.astype(np.float16))
     else:
-        writer.add_tensor(name, gguf.quants.quantize(w, qtype), raw_dtype=qtype)
+        writer.add_tensor(name, ggml_kquants.quantize(w, qtype), raw_dtype=qtype)
 
 
 def write_model(hf_dir, arch, qtype, path, tensors=None, tokenizer=None):
@@ -434,7 +443,7 @@ def check_errors(fail, tool, work):
         "tensor past the end": (gguf_bytes([arch], [("token_embd.weight", [32, 4], 0, 512)], data=data), "runs past the end"),
         "bad alignment": (gguf_bytes([arch, ("general.alignment", 4, struct.pack("<I", 12))], [emb], data=data), "general.alignment"),
         "unknown architecture": (gguf_bytes([("general.architecture", 8, s("gemma2"))], [emb], data=data), "gemma2"),
-        "Q4_K tensor": (None, "has type Q4_K, which kuiper does not read yet"),
+        "Q5_K tensor": (None, "has type Q5_K, which kuiper does not read yet"),
     }
     for number, (name, (content, expected)) in enumerate(cases.items()):
         path = os.path.join(work, f"damaged-{number}.gguf")
@@ -447,8 +456,8 @@ def check_errors(fail, tool, work):
             rng = np.random.default_rng(0)
             w.add_tensor("token_embd.weight", rng.standard_normal((32, 256), dtype=np.float32))
             w.add_tensor("blk.0.attn_norm.weight", np.ones(256, dtype=np.float32))
-            # Zero Q4_K blocks (144 bytes per 256 weights): only the type matters here.
-            w.add_tensor("blk.0.attn_q.weight", np.zeros((256, 144), dtype=np.uint8), raw_dtype=Q.Q4_K)
+            # Zero Q5_K blocks (176 bytes per 256 weights): only the type matters here.
+            w.add_tensor("blk.0.attn_q.weight", np.zeros((256, 176), dtype=np.uint8), raw_dtype=Q.Q5_K)
             w.write_header_to_file()
             w.write_kv_data_to_file()
             w.write_tensors_to_file()
