@@ -33,8 +33,8 @@ from gguf import GGMLQuantizationType as Q
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ggml_kquants  # noqa: E402
-from gguf_reference import (MODELS, TOKENS, Failures, check_tensors, probe, relative,  # noqa: E402
-                            sentencepiece_writer, write_model)
+from gguf_reference import (MODELS, TOKENS, Failures, check_tensors, expect_one_line, kuiper_names,  # noqa: E402
+                            probe, relative, sentencepiece_writer, write_model)
 
 # What each type becomes in kuiper (probe's "quantized" entry).
 KUIPER_TYPE = {Q.Q4_0: {"dtype": "int4", "group_size": 32, "mins": False},
@@ -57,7 +57,6 @@ def matrix_names(reader):
 
 def check_kuiper_types(fail, tool, path, label, cfg, arch):
     """Each quantized matrix became the kuiper type of its GGUF type."""
-    from gguf_reference import kuiper_names
     reader = gguf.GGUFReader(path)
     names = {kuiper_names(cfg, arch, t.name)[0]: t.tensor_type for t in reader.tensors
              if len(t.shape) == 2 and t.tensor_type in KUIPER_TYPE}
@@ -240,13 +239,6 @@ def check_damaged(fail, tool, work):
     expect_one_line(fail, tool, path, "Q4_1 rows of 16 weights", "not a multiple of the 32-weight blocks of Q4_1")
 
 
-def expect_one_line(fail, tool, path, name, expected):
-    result = subprocess.run([tool, path], capture_output=True, text=True)
-    lines = result.stderr.strip().splitlines()
-    ok = result.returncode != 0 and len(lines) == 1 and path in lines[0] and expected in lines[0].split(path, 1)[1]
-    fail.check(ok, f"refused, {name}: {lines[-1] if lines else '(no message)'}")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe", required=True)
@@ -262,11 +254,7 @@ def main():
     check_q4_k_m(fail, args, src, work)
     check_random_blocks(fail, args.probe, work)
     check_damaged(fail, args.probe, work)
-    if fail.count:
-        print(f"FAILED: {fail.count} checks")
-        return 1
-    print("OK")
-    return 0
+    return fail.exit_code()
 
 
 if __name__ == "__main__":

@@ -66,6 +66,10 @@ class Failures:
         print(("ok    " if ok else "FAIL  ") + message)
         self.count += 0 if ok else 1
 
+    def exit_code(self):
+        print(f"FAILED: {self.count} checks" if self.count else "OK")
+        return 1 if self.count else 0
+
 
 def read_safetensors(path):
     with open(path, "rb") as f:
@@ -465,10 +469,15 @@ def check_errors(fail, tool, work):
         else:
             with open(path, "wb") as f:
                 f.write(content)
-        result = subprocess.run([tool, path], capture_output=True, text=True)
-        lines = result.stderr.strip().splitlines()
-        ok = result.returncode != 0 and len(lines) == 1 and path in lines[0] and expected in lines[0].split(path, 1)[1]
-        fail.check(ok, f"refused, {name}: {lines[-1] if lines else '(no message)'}")
+        expect_one_line(fail, tool, path, name, expected)
+
+
+def expect_one_line(fail, tool, path, name, expected):
+    """`tool path` refuses the file: non-zero exit, one line on stderr naming it and saying `expected`."""
+    result = subprocess.run([tool, path], capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    ok = result.returncode != 0 and len(lines) == 1 and path in lines[0] and expected in lines[0].split(path, 1)[1]
+    fail.check(ok, f"refused, {name}: {lines[-1] if lines else '(no message)'}")
 
 
 # ---- kuiper_export --out-format gguf ----
@@ -642,11 +651,7 @@ def main():
         check_exported_tokenizer(fail, tools, src, work)
     if args.only in (None, "tokenizers"):
         check_tokenizers(fail, args.tokenize, args.chat_tool, src, work)
-    if fail.count:
-        print(f"FAILED: {fail.count} checks")
-        return 1
-    print("OK")
-    return 0
+    return fail.exit_code()
 
 
 if __name__ == "__main__":
