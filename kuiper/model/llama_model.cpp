@@ -16,10 +16,11 @@ namespace {
 bool is_half(DataType d) { return d == DataType::kFP16 || d == DataType::kBF16; }
 bool is_quantized(DataType d) { return d == DataType::kINT8 || d == DataType::kINT4; }
 
-// The dtype a stored matrix runs in when the model's matrices are `model_dtype`: quantized
-// matrices stay as stored under a quantized model dtype, since requantizing int4 to int8 only
-// adds bytes and int8 to int4 only adds error.
-DataType matrix_dtype(const op::Weight& stored, DataType model_dtype) {
+// The dtype a stored matrix runs in under the model's dtype: quantized matrices stay as stored
+// under a quantized model dtype, since requantizing int4 to int8 only adds bytes and int8 to
+// int4 only adds error.
+DataType matrix_dtype(const op::Weight& stored, DataType model_dtype, bool as_stored) {
+  if (as_stored) return stored.dtype();
   return is_quantized(stored.dtype()) && is_quantized(model_dtype) ? stored.dtype() : model_dtype;
 }
 
@@ -109,6 +110,7 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   }
 
   const DataType stored = weights.layers.front().wq.dtype();
+  matrices_as_stored_ = !options.weight_dtype && device_ == DeviceType::kCPU;
   weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
                                                     ? DataType::kBF16 : stored);
   // The CPU attention kernel reads an fp32 cache. On the GPU a half-precision model keeps a
@@ -148,7 +150,7 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
   }
   Allocator& alloc = ctx_->allocator();
   const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
-    KUIPER_ASSIGN_OR_RETURN(op::Weight placed, convert_weight(weight, matrix_dtype(weight, weight_dtype_), alloc));
+    KUIPER_ASSIGN_OR_RETURN(op::Weight placed, convert_weight(weight, matrix_dtype(weight, weight_dtype_, matrices_as_stored_), alloc));
     return op::MatMul(name, std::move(placed));
   };
   // Stacks `parts` into one matrix; `views` receive the parts back as row views into it.
@@ -220,7 +222,7 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
     embedding_ = op::Embedding(classifier_.weight());  // one copy serves both
   } else {
     KUIPER_ASSIGN_OR_RETURN(op::Weight table,
-                            convert_weight(w.token_embedding, matrix_dtype(w.token_embedding, weight_dtype_), alloc));
+                            convert_weight(w.token_embedding, matrix_dtype(w.token_embedding, weight_dtype_, matrices_as_stored_), alloc));
     embedding_ = op::Embedding(std::move(table));
   }
 
