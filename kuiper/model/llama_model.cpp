@@ -16,9 +16,10 @@ namespace {
 bool is_half(DataType d) { return d == DataType::kFP16 || d == DataType::kBF16; }
 bool is_quantized(DataType d) { return d == DataType::kINT8 || d == DataType::kINT4; }
 
-// The dtype a stored matrix runs in under the model's dtype: quantized matrices stay as stored
-// under a quantized model dtype, since requantizing int4 to int8 only adds bytes and int8 to
-// int4 only adds error.
+// The dtype a stored matrix runs in: its own where the model runs matrices as stored (the CPU
+// with no dtype asked), else the model's, except that quantized matrices stay as stored under
+// a quantized model dtype, since requantizing int4 to int8 only adds bytes and int8 to int4
+// only adds error.
 DataType matrix_dtype(const op::Weight& stored, DataType model_dtype, bool as_stored) {
   if (as_stored) return stored.dtype();
   return is_quantized(stored.dtype()) && is_quantized(model_dtype) ? stored.dtype() : model_dtype;
@@ -160,13 +161,11 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
     auto view = views.begin();
     for (const op::Weight& part : parts) {
       const std::string& part_name = (view++)->first;
-      if (host.empty() || !is_quantized(weight_dtype_)) {
-        KUIPER_ASSIGN_OR_RETURN(op::Weight converted, convert_weight(part, weight_dtype_, cpu_allocator()));
-        host.push_back(std::move(converted));
-      } else {
-        KUIPER_ASSIGN_OR_RETURN(op::Weight converted, requantized_part(part_name, part, host.front()));
-        host.push_back(std::move(converted));
-      }
+      // Quantized parts after the first take its quantization.
+      KUIPER_ASSIGN_OR_RETURN(op::Weight converted, host.empty() || !is_quantized(weight_dtype_)
+                                                        ? convert_weight(part, weight_dtype_, cpu_allocator())
+                                                        : requantized_part(part_name, part, host.front()));
+      host.push_back(std::move(converted));
     }
     KUIPER_ASSIGN_OR_RETURN(op::Weight whole, stack_rows(host, weight_dtype_, alloc));
     int64_t row = 0;
