@@ -7,7 +7,10 @@ the second half of each chunk scored). kuiper's side of the perplexity comes fro
 (test/checkpoint_probe) run through the same arithmetic here.
 
 Models: stories260K (tok512, llama) in F32 and F16; a random-weight llama of row-aligned shape
-in Q8_0 (stories260K's 172-wide rows are not whole Q8_0 blocks); the qwen2/qwen3/llama3 HF
+in Q8_0 (stories260K's 172-wide rows are not whole Q8_0 blocks); a random-weight llama whose
+rows are whole K-quant super-blocks (256/512) quantized by llama.cpp's own llama-quantize to
+Q4_0, Q4_1 and Q4_K_M, and stories260K quantized so to Q4_0 (kuiper reads files it did not
+write); the qwen2/qwen3/llama3 HF
 fixtures (random weights) in F32 with small byte-level tokenizers trained here (pre qwen2 and
 llama-bpe), which also exercises llama.cpp's q/k layout of each architecture.
 
@@ -34,7 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test"))
 import gguf_reference  # noqa: E402
 
-TOLERANCE = {"F32": 1e-3, "F16": 1e-3, "Q8_0": 1e-2}
+# llama.cpp multiplies quantized weights by activations it quantizes to 8 bits (Q8_0, Q8_K);
+# kuiper's perplexity here comes from prefill, which multiplies dequantized weights in fp32.
+TOLERANCE = {"F32": 1e-3, "F16": 1e-3, "Q8_0": 1e-2, "Q4_0": 2e-2, "Q4_1": 2e-2, "Q4_K_M": 2e-2}
 
 
 def run(args, **kw):
@@ -111,7 +116,8 @@ def compare(args, name, kind, model, text, text_path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--llama-bin", required=True, help="directory with llama-tokenize and llama-perplexity")
+    parser.add_argument("--llama-bin", required=True,
+                        help="directory with llama-tokenize, llama-perplexity and llama-quantize")
     parser.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     parser.add_argument("--text", default=os.path.join(HERE, "..", "..", "shared/assets/text/tinystories_valid_head.txt"))
     parser.add_argument("--bytes", type=int, default=64 * 1024, help="how much of the text (default 64 KB)")
@@ -137,6 +143,17 @@ def main():
     run([sys.executable, os.path.join(HERE, "make_random_llama2c.py"), "--shape", "128,256,3,4,2,512", "--seq-len", "512", random_bin])
     models.append(("random llama 128/256 Q8_0", "Q8_0", export(args.build, random_bin, os.path.join(work, "random-q8_0.gguf"),
                                                                "--tokenizer", os.path.join(src, "models/stories260K/tok512.model"))))
+    stories_q4 = os.path.join(work, "stories-Q4_0.gguf")  # w2's 172-wide rows stay F16, the classifier Q8_0
+    run([os.path.join(args.llama_bin, "llama-quantize"), models[0][2], stories_q4, "Q4_0"])
+    models.append(("stories260K Q4_0 (llama-quantize)", "Q4_0", stories_q4))
+    random_k = os.path.join(work, "random-256.bin")
+    run([sys.executable, os.path.join(HERE, "make_random_llama2c.py"), "--shape", "256,512,3,4,2,512", "--seq-len", "512", random_k])
+    random_f32 = export(args.build, random_k, os.path.join(work, "random-256-f32.gguf"), "--quant", "none",
+                        "--tokenizer", os.path.join(src, "models/stories260K/tok512.model"))
+    for kind in ("Q4_0", "Q4_1", "Q4_K_M"):
+        quantized = os.path.join(work, f"random-256-{kind}.gguf")
+        run([os.path.join(args.llama_bin, "llama-quantize"), random_f32, quantized, kind])
+        models.append((f"random llama 256/512 {kind} (llama-quantize)", kind, quantized))
     corpus = gguf_reference.tokenizer_reference.load_corpus(os.path.join(src, "test/data/tokenizer_corpus.txt"))
     training = corpus + text.split("\n")[:2000]
     for fixture, layout, vocab in [("qwen2_tiny", "qwen2", 280), ("qwen3_tiny", "qwen2", 290), ("llama3_tiny", "llama3", 290)]:

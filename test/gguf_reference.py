@@ -12,7 +12,8 @@ matrices whose rows are not whole blocks falling back to F16. Checks:
               order (exact equality, F32/F16/BF16/Q8_0)
   logits      kuiper's logits of the GGUF model against kuiper's logits of the same fixture read
               from HF safetensors (F32: max |diff| / max |ref| <= 1e-5); F16/BF16/Q8_0 within
-              stated bounds; Q8_0 also against an F32 GGUF of gguf's own dequantization
+              stated bounds; Q8_0 (with its F16 fallback matrices) also against an F32 GGUF of
+              gguf's own dequantization
   tokenizers  tokenizer.ggml.* written from LLaMA 2's tokenizer.model (model "llama") and from
               tokenizer.json files of the LLaMA 3, Qwen2, Qwen3 and SmolLM2 layouts (model "gpt2",
               pre llama-bpe / qwen2 / smollm): kuiper_tokenize on the .gguf against sentencepiece
@@ -44,6 +45,7 @@ from gguf import GGMLQuantizationType as Q
 from tiktoken.load import load_tiktoken_bpe
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import ggml_kquants  # noqa: E402
 import hf_tokenizer_files  # noqa: E402
 import tokenizer_reference  # noqa: E402
 
@@ -64,6 +66,10 @@ class Failures:
     def check(self, ok, message):
         print(("ok    " if ok else "FAIL  ") + message)
         self.count += 0 if ok else 1
+
+    def exit_code(self):
+        print(f"FAILED: {self.count} checks" if self.count else "OK")
+        return 1 if self.count else 0
 
 
 def read_safetensors(path):
@@ -147,12 +153,20 @@ def hf_to_gguf_tensors(cfg, arch, weights):
 
 
 def add_matrix(writer, name, w, qtype):
+    """`qtype`: one type for every matrix, or a function of the tensor's name giving it; `w`: a
+    float array, or (blocks, type) stored as they are."""
+    if isinstance(w, tuple):
+        writer.add_tensor(name, w[0], raw_dtype=w[1])
+        return
+    if callable(qtype):
+        qtype = qtype(name)
+    block = gguf.GGML_QUANT_SIZES[qtype][0]
     if w.ndim == 1 or qtype == Q.F32:
         writer.add_tensor(name, w.astype(np.float32))
-    elif qtype == Q.F16 or (qtype == Q.Q8_0 and w.shape[-1] % 32 != 0):  # the converter's fallback
+    elif qtype == Q.F16 or w.shape[-1] % block != 0:  # the converter's fallback
         writer.add_tensor(name, w.astype(np.float16))
     else:
-        writer.add_tensor(name, gguf.quants.quantize(w, qtype), raw_dtype=qtype)
+        writer.add_tensor(name, ggml_kquants.quantize(w, qtype), raw_dtype=qtype)
 
 
 def write_model(hf_dir, arch, qtype, path, tensors=None, tokenizer=None):
@@ -263,13 +277,9 @@ def check_models(fail, tool, src, work):
             fail.check(error <= BOUNDS[type_name],
                        f"{label}: logits vs the HF safetensors model: max rel error {error:.2e} (bound {BOUNDS[type_name]:.0e})")
             reader = gguf.GGUFReader(path)
-            fallback = [t.name for t in reader.tensors if len(t.shape) == 2 and t.tensor_type != qtype]
-            if qtype == Q.Q8_0 and fallback:
-                # kuiper runs one weight dtype per model: the F16 matrices get re-quantized to int8
-                # (groups of 64) at load, so the tight check below does not apply.
-                print(f"note  {label}: {len(fallback)} matrices F16 (rows not whole Q8_0 blocks), re-quantized at load")
-            elif qtype == Q.Q8_0:
-                # The same weights as F32, dequantized by gguf: kuiper's int8 kernels against fp32.
+            if qtype == Q.Q8_0:
+                # The same weights as F32, dequantized by gguf: kuiper's int8 kernels (and, where rows
+                # are not whole blocks, F16 matrices run as F16 beside them) against fp32.
                 plain = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape(
                     list(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
                 f32 = write_model(hf_dir, arch, Q.F32, os.path.join(work, f"{fixture}-Q8_0-dequantized.gguf"), plain)
@@ -434,7 +444,7 @@ def check_errors(fail, tool, work):
         "tensor past the end": (gguf_bytes([arch], [("token_embd.weight", [32, 4], 0, 512)], data=data), "runs past the end"),
         "bad alignment": (gguf_bytes([arch, ("general.alignment", 4, struct.pack("<I", 12))], [emb], data=data), "general.alignment"),
         "unknown architecture": (gguf_bytes([("general.architecture", 8, s("gemma2"))], [emb], data=data), "gemma2"),
-        "Q4_K tensor": (None, "has type Q4_K, which kuiper does not read yet"),
+        "Q5_K tensor": (None, "has type Q5_K, which kuiper does not read yet"),
     }
     for number, (name, (content, expected)) in enumerate(cases.items()):
         path = os.path.join(work, f"damaged-{number}.gguf")
@@ -447,8 +457,8 @@ def check_errors(fail, tool, work):
             rng = np.random.default_rng(0)
             w.add_tensor("token_embd.weight", rng.standard_normal((32, 256), dtype=np.float32))
             w.add_tensor("blk.0.attn_norm.weight", np.ones(256, dtype=np.float32))
-            # Zero Q4_K blocks (144 bytes per 256 weights): only the type matters here.
-            w.add_tensor("blk.0.attn_q.weight", np.zeros((256, 144), dtype=np.uint8), raw_dtype=Q.Q4_K)
+            # Zero Q5_K blocks (176 bytes per 256 weights): only the type matters here.
+            w.add_tensor("blk.0.attn_q.weight", np.zeros((256, 176), dtype=np.uint8), raw_dtype=Q.Q5_K)
             w.write_header_to_file()
             w.write_kv_data_to_file()
             w.write_tensors_to_file()
@@ -456,10 +466,15 @@ def check_errors(fail, tool, work):
         else:
             with open(path, "wb") as f:
                 f.write(content)
-        result = subprocess.run([tool, path], capture_output=True, text=True)
-        lines = result.stderr.strip().splitlines()
-        ok = result.returncode != 0 and len(lines) == 1 and path in lines[0] and expected in lines[0].split(path, 1)[1]
-        fail.check(ok, f"refused, {name}: {lines[-1] if lines else '(no message)'}")
+        expect_one_line(fail, tool, path, name, expected)
+
+
+def expect_one_line(fail, tool, path, name, expected):
+    """`tool path` refuses the file: non-zero exit, one line on stderr naming it and saying `expected`."""
+    result = subprocess.run([tool, path], capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    ok = result.returncode != 0 and len(lines) == 1 and path in lines[0] and expected in lines[0].split(path, 1)[1]
+    fail.check(ok, f"refused, {name}: {lines[-1] if lines else '(no message)'}")
 
 
 # ---- kuiper_export --out-format gguf ----
@@ -633,11 +648,7 @@ def main():
         check_exported_tokenizer(fail, tools, src, work)
     if args.only in (None, "tokenizers"):
         check_tokenizers(fail, args.tokenize, args.chat_tool, src, work)
-    if fail.count:
-        print(f"FAILED: {fail.count} checks")
-        return 1
-    print("OK")
-    return 0
+    return fail.exit_code()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
-// Group-wise int4 quantization, both schemes: every weight comes back within half a step of its
-// group's scale (symmetric: scale = max|w| / 7; with a minimum: scale = (max − min) / 15), the
-// scale (and min) are those of exactly the elements the layout says, nibbles are packed two a
-// byte in the documented order, and malformed requests are refused.
+// Group-wise int4 quantization, both schemes: every weight comes back within half of the plain
+// step of its group (symmetric: max|w| / 7; with a minimum: (max − min) / 15), the searched code
+// never has a larger squared error than round-to-nearest on the plain code (recomputed here in
+// double precision), nibbles are packed two a byte in the documented order, and malformed
+// requests are refused.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "kuiper/base/half.h"
@@ -14,8 +17,24 @@
 namespace kuiper {
 namespace {
 
-// Checks q against w recomputed here in double precision from the flat group layout; nibbles
-// are decoded by test::int4_dequantized, not by the library.
+// Round-to-nearest on the plain code of the group at w, in double precision: the reference the
+// searched code must not be worse than.
+double plain_reconstruction(const float* w, int n, int i, bool with_min) {
+  double lo = w[0], hi = w[0], max_abs = 0;
+  for (int k = 0; k < n; ++k) {
+    lo = std::min<double>(lo, w[k]);
+    hi = std::max<double>(hi, w[k]);
+    max_abs = std::max<double>(max_abs, std::fabs(w[k]));
+  }
+  if (with_min) {
+    const double step = (hi - lo) / 15;
+    return step > 0 ? lo + step * std::clamp(std::nearbyint((w[i] - lo) / step), 0.0, 15.0) : lo;
+  }
+  const double step = max_abs / 7;
+  return step > 0 ? step * std::clamp(std::nearbyint(w[i] / step), -7.0, 7.0) : 0.0;
+}
+
+// Checks q against w; nibbles are decoded by test::int4_dequantized, not by the library.
 void expect_faithful(const Tensor& w, const op::Weight& q, int group_size, Int4Scheme scheme) {
   const bool with_min = scheme == Int4Scheme::kWithMin;
   ASSERT_EQ(q.values.dtype(), DataType::kINT4);
@@ -27,26 +46,25 @@ void expect_faithful(const Tensor& w, const op::Weight& q, int group_size, Int4S
   if (with_min) ASSERT_EQ(q.mins.numel(), w.numel() / group_size);
   const float* wv = w.data<float>();
   for (int64_t g = 0; g < q.scales.numel(); ++g) {
-    double lo = wv[g * group_size], hi = lo, max_abs = 0;
+    const float* wg = wv + g * group_size;
+    double lo = wg[0], hi = lo, max_abs = 0;
     for (int i = 0; i < group_size; ++i) {
-      const double v = wv[g * group_size + i];
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-      max_abs = std::max(max_abs, std::fabs(v));
+      lo = std::min<double>(lo, wg[i]);
+      hi = std::max<double>(hi, wg[i]);
+      max_abs = std::max<double>(max_abs, std::fabs(wg[i]));
     }
-    const double scale = q.scales.data<float>()[g];
-    if (with_min) {
-      EXPECT_NEAR(scale, (hi - lo) / 15.0, 1e-6 * (hi - lo)) << "group " << g;
-      EXPECT_EQ(q.mins.data<float>()[g], static_cast<float>(lo)) << "group " << g;
-    } else {
-      EXPECT_NEAR(scale, max_abs / 7.0, 1e-6 * max_abs) << "group " << g;
-    }
+    const double step = with_min ? (hi - lo) / 15 : max_abs / 7;
+    double error = 0, plain_error = 0;
     for (int i = 0; i < group_size; ++i) {
       const int64_t k = g * group_size + i;
       const double back = test::int4_dequantized(q, k / w.dim(1), k % w.dim(1));
-      // Half a step, plus fp32 rounding of w − min and of the reconstruction.
-      EXPECT_LE(std::fabs(back - wv[k]), scale / 2 * (1 + 1e-5) + 1e-7 * max_abs) << "element " << k;
+      // Half a plain step, plus fp32 rounding of w − min and of the reconstruction.
+      EXPECT_LE(std::fabs(back - wv[k]), step / 2 * (1 + 1e-5) + 1e-7 * max_abs) << "element " << k;
+      error += (back - wv[k]) * (back - wv[k]);
+      const double plain = plain_reconstruction(wg, group_size, i, with_min);
+      plain_error += (plain - wv[k]) * (plain - wv[k]);
     }
+    EXPECT_LE(error, plain_error * (1 + 1e-5) + 1e-12 * max_abs * max_abs) << "group " << g;
   }
 }
 
@@ -86,6 +104,30 @@ TEST_P(Int4Quantize, ZeroAndConstantGroups) {
   const double tolerance = GetParam() == Int4Scheme::kWithMin ? 0 : 1e-7;
   for (int i = 0; i < 32; ++i) EXPECT_EQ(test::int4_dequantized(q, 0, i), 0.0) << i;
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(test::int4_dequantized(q, 1, i), -0.25, tolerance) << i;
+}
+
+// On Gaussian groups the search removes a fifth of round-to-nearest's squared error with a
+// minimum (measured 0.80 of it in groups of 32) and less when symmetric.
+TEST_P(Int4Quantize, SearchedCodesBeatRoundToNearestOnGaussianWeights) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 0.02f);
+  for (int group : {32, 64, 128}) {
+    KUIPER_ASSERT_OK_AND_ASSIGN(Tensor w, Tensor::zeros_cpu(DataType::kFP32, {256, 256}));
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = normal(rng);
+    KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight q, quantize_int4(w, group, GetParam()));
+    const bool with_min = GetParam() == Int4Scheme::kWithMin;
+    double error = 0, plain_error = 0;
+    for (int64_t k = 0; k < w.numel(); ++k) {
+      const double v = w.data<float>()[k];
+      const double back = test::int4_dequantized(q, k / 256, k % 256);
+      const double plain = plain_reconstruction(w.data<float>() + k / group * group, group, static_cast<int>(k % group), with_min);
+      error += (back - v) * (back - v);
+      plain_error += (plain - v) * (plain - v);
+    }
+    RecordProperty("ratio_g" + std::to_string(group), std::to_string(error / plain_error));
+    std::printf("groups of %d: squared error %.4f of round-to-nearest's\n", group, error / plain_error);
+    EXPECT_LT(error, (with_min ? 0.9 : 0.99) * plain_error) << "groups of " << group;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, Int4Quantize, testing::Values(Int4Scheme::kSymmetric, Int4Scheme::kWithMin));

@@ -3,36 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kuiper/model/int4_code_search.h"
 #include "kuiper/model/quantize_common.h"
 
 namespace kuiper {
-namespace {
-
-struct GroupCode {
-  float scale, min;
-};
-
-// Scale (and min) of the group of n weights at w.
-GroupCode code_of(const float* w, int n, bool with_min) {
-  if (with_min) {
-    const auto [lo, hi] = std::minmax_element(w, w + n);
-    return {(*hi - *lo) / 15.f, *lo};
-  }
-  float max_abs = 0.f;
-  for (int i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
-  return {max_abs / 7.f, 0.f};
-}
-
-// The nibble of weight w in a group coded as `code`.
-uint8_t nibble_of(float w, const GroupCode& code, bool with_min) {
-  // nearbyint rounds halves to even, as the int8 quantizer does. A group of equal weights has
-  // scale 0 and comes back exactly (as 0, or as its min).
-  const float r = code.scale > 0.f ? std::nearbyint((w - code.min) / code.scale) : 0.f;
-  if (with_min) return static_cast<uint8_t>(std::clamp(r, 0.f, 15.f));
-  return static_cast<uint8_t>(static_cast<int>(std::clamp(r, -7.f, 7.f)) + op::kInt4SymmetricZero);
-}
-
-}  // namespace
 
 StatusOr<op::Weight> quantize_int4(const Tensor& values, int group_size, Int4Scheme scheme) {
   if (group_size <= 0 || group_size % 2 != 0) {
@@ -56,12 +30,12 @@ StatusOr<op::Weight> quantize_int4(const Tensor& values, int group_size, Int4Sch
 #pragma omp parallel for schedule(static) if (groups > 1024)
   for (int64_t g = 0; g < groups; ++g) {
     const float* wg = w + g * group_size;
-    const GroupCode code = code_of(wg, group_size, with_min);
+    const Int4GroupCode code = search_int4_code(wg, group_size, with_min);
     out.scales.data<float>()[g] = code.scale;
     if (with_min) out.mins.data<float>()[g] = code.min;
     uint8_t* dst = packed + g * group_size / 2;
     for (int i = 0; i < group_size; i += 2) {
-      dst[i / 2] = static_cast<uint8_t>(nibble_of(wg[i], code, with_min) | (nibble_of(wg[i + 1], code, with_min) << 4));
+      dst[i / 2] = static_cast<uint8_t>(int4_nibble_of(wg[i], code, with_min) | (int4_nibble_of(wg[i + 1], code, with_min) << 4));
     }
   }
   return out;

@@ -1,9 +1,11 @@
 // Weight-only int4 quantization (layout: op/int4_weight.h), two schemes:
-//   symmetric:  scale = max|w| / 7, q = round(w / scale) + 8, q − 8 in [−7, 7];
-//   with a min: min = min(w), scale = (max(w) − min) / 15, q = round((w − min) / scale) in [0, 15].
-// Either way every weight comes back within scale / 2 (plus fp32 rounding of the reconstruction);
-// for the same group the minimum scheme's scale is at most 14/15 of the symmetric one, at the
-// price of 4 more bytes a group. Host-side; used by the export tool and at model load.
+//   symmetric:  w ≈ scale · (q − 8), q − 8 in [−7, 7];
+//   with a min: w ≈ scale · q + min, q in [0, 15].
+// Each group's code is searched (int4_code_search.h) for the least squared error among those
+// that keep every weight within half of the plain step — (max(w) − min(w)) / 15 with a minimum,
+// max|w| / 7 symmetric — so the plain round-to-nearest bound holds and the error is never
+// larger than round-to-nearest's. The minimum scheme's step is at most 14/15 of the symmetric
+// one, at the price of 4 more bytes a group. Host-side; used by the export tool and at model load.
 #pragma once
 
 #include "kuiper/op/int4_weight.h"

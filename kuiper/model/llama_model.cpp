@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <glog/logging.h>
+
+#include "kuiper/model/dequantize.h"
 #include "kuiper/model/float_convert.h"
 #include "kuiper/model/weight_convert.h"
 #include "kuiper/op/kernel_shapes.h"
@@ -12,6 +15,34 @@ namespace kuiper {
 namespace {
 
 bool is_half(DataType d) { return d == DataType::kFP16 || d == DataType::kBF16; }
+bool is_quantized(DataType d) { return d == DataType::kINT8 || d == DataType::kINT4; }
+
+// The dtype a stored matrix runs in: its own where the model runs matrices as stored (the CPU
+// with no dtype asked), else the model's, except that quantized matrices stay as stored under
+// a quantized model dtype, since requantizing int4 to int8 only adds bytes and int8 to int4
+// only adds error.
+DataType matrix_dtype(const op::Weight& stored, DataType model_dtype, bool as_stored) {
+  if (as_stored) return stored.dtype();
+  return is_quantized(stored.dtype()) && is_quantized(model_dtype) ? stored.dtype() : model_dtype;
+}
+
+// `part` quantized as `like` (the first part of its stack, already in the model's dtype), saying
+// on stderr what requantizing cost: a stacked matrix has one quantization, and GGUF Q4_K_M
+// stores some v rows as Q6_K (int8, groups of 16) beside Q4_K q and k rows (int4, groups of 32).
+StatusOr<op::Weight> requantized_part(const std::string& name, const op::Weight& part, const op::Weight& like) {
+  KUIPER_ASSIGN_OR_RETURN(op::Weight converted, quantize_like(part, like));
+  if (part.is_quantized() && !same_quantization(part, like)) {
+    KUIPER_ASSIGN_OR_RETURN(Tensor original, dequantize_weight(part));
+    KUIPER_ASSIGN_OR_RETURN(double error, max_quantization_error(original, converted));
+    double largest = 0;
+    for (int64_t i = 0; i < original.numel(); ++i) largest = std::max(largest, double{std::fabs(original.data<float>()[i])});
+    LOG(WARNING) << name << ": requantized from " << dtype_name(part.dtype()) << " (groups of " << part.group_size
+                 << ") to " << dtype_name(like.dtype()) << " (groups of " << like.group_size
+                 << ") to share one matrix; largest added error " << error << " ("
+                 << (largest > 0 ? 100 * error / largest : 0) << "% of the largest weight)";
+  }
+  return converted;
+}
 
 // cos/sin of position × inverse frequency for every position the cache can hold.
 Status make_rope_tables(const LlamaConfig& config, int positions, Tensor& cos, Tensor& sin) {
@@ -131,6 +162,7 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   if (kv_block_size_ > 0) max_table_width_ = (context_ + kv_block_size_ - 1) / kv_block_size_;
 
   const DataType stored = weights.layers.front().wq.dtype();
+  matrices_as_stored_ = !options.weight_dtype && device_ == DeviceType::kCPU;
   weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
                                                     ? DataType::kBF16 : stored);
   // The CPU attention kernel reads an fp32 cache. On the GPU a half-precision model keeps a
@@ -170,14 +202,28 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
                             " layers, the config " + std::to_string(config_.n_layers));
   }
   Allocator& alloc = ctx_->allocator();
+  // A matrix on the device in the dtype it runs in (matrix_dtype).
+  const auto placed = [&](const op::Weight& weight) {
+    return convert_weight(weight, matrix_dtype(weight, weight_dtype_, matrices_as_stored_), alloc);
+  };
   const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
-    KUIPER_ASSIGN_OR_RETURN(op::Weight placed, convert_weight(weight, weight_dtype_, alloc));
-    return op::MatMul(name, std::move(placed));
+    KUIPER_ASSIGN_OR_RETURN(op::Weight on_device, placed(weight));
+    return op::MatMul(name, std::move(on_device));
   };
   // Stacks `parts` into one matrix; `views` receive the parts back as row views into it.
   const auto stacked = [&](const std::string& name, std::initializer_list<op::Weight> parts,
                            std::initializer_list<std::pair<std::string, op::MatMul*>> views) -> StatusOr<op::MatMul> {
-    KUIPER_ASSIGN_OR_RETURN(op::Weight whole, stack_rows(std::vector<op::Weight>(parts), weight_dtype_, alloc));
+    std::vector<op::Weight> host;
+    auto view = views.begin();
+    for (const op::Weight& part : parts) {
+      const std::string& part_name = (view++)->first;
+      // Quantized parts after the first take its quantization.
+      KUIPER_ASSIGN_OR_RETURN(op::Weight converted, host.empty() || !is_quantized(weight_dtype_)
+                                                        ? convert_weight(part, weight_dtype_, cpu_allocator())
+                                                        : requantized_part(part_name, part, host.front()));
+      host.push_back(std::move(converted));
+    }
+    KUIPER_ASSIGN_OR_RETURN(op::Weight whole, stack_rows(host, weight_dtype_, alloc));
     int64_t row = 0;
     auto part = parts.begin();
     for (const auto& [view_name, view] : views) {
@@ -230,14 +276,14 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
   const auto [first_word, last_word] = plan_.vocab_rows(config_.vocab_size);
   if (config_.shared_classifier) {
     // One copy serves both: the embedding looks up any row, the classifier reads its own.
-    KUIPER_ASSIGN_OR_RETURN(op::Weight table, convert_weight(w.classifier, weight_dtype_, alloc));
+    KUIPER_ASSIGN_OR_RETURN(op::Weight table, placed(w.classifier));
     KUIPER_ASSIGN_OR_RETURN(op::Weight rows, table.slice_rows(first_word, last_word));
     classifier_ = op::MatMul("classifier", std::move(rows));
     embedding_ = op::Embedding(std::move(table));
   } else {
     KUIPER_ASSIGN_OR_RETURN(op::Weight rows, w.classifier.slice_rows(first_word, last_word));
     KUIPER_ASSIGN_OR_RETURN(classifier_, matmul("classifier", rows));
-    KUIPER_ASSIGN_OR_RETURN(op::Weight table, convert_weight(w.token_embedding, weight_dtype_, alloc));
+    KUIPER_ASSIGN_OR_RETURN(op::Weight table, placed(w.token_embedding));
     embedding_ = op::Embedding(std::move(table));
   }
 

@@ -19,7 +19,12 @@ namespace kuiper {
 
 struct ModelOptions {
   DeviceType device = DeviceType::kCPU;
-  // Matmul weight dtype; default: as stored on the CPU, bf16 on CUDA.
+  // Matmul weight dtype. Unset: on the CPU every matrix runs as stored (a GGUF Q4_K_M file mixes
+  // Q4_K and Q6_K matrices, int4 and int8; a Q4_0 one may keep F16 matrices whose rows are not
+  // whole blocks), and weight_dtype() reports wq's; on CUDA bf16 (fp16 for fp16 weights). Set:
+  // every matrix is converted to it, except that under int8 or int4 a matrix stored in int8 or
+  // int4 keeps its own type and groups. The stacks the fused CUDA decode runs (q|k|v, gate|up)
+  // take one quantization: parts stored otherwise are requantized like the first.
   std::optional<DataType> weight_dtype;
   // Positions the KV cache holds; 0 = the model's max_seq_len, capped at kDefaultContext so that
   // a model trained for 128K positions does not take gigabytes of cache unasked.
@@ -233,6 +238,7 @@ class LlamaModel {
   // The device runs the fused kernels (decode_gemv, rope_kv_store) over stacked wq|wk|wv and
   // w1|w3 (kernel_table.h).
   bool fused_ = false;
+  bool matrices_as_stored_ = false;  // ModelOptions::weight_dtype unset, on the CPU
   DataType matmul_input_dtype_ = DataType::kFP32;  // the table's matmul_input for the weights
   NormHandoff handoff_;       // fused decode only
   Tensor logits_;             // [vocab]

@@ -15,10 +15,14 @@ bool is_float(DataType d) {
   return d == DataType::kFP32 || d == DataType::kFP16 || d == DataType::kBF16;
 }
 
-// `weight` (host or device) as a host weight of another dtype: float <-> float, float -> int8
-// (groups of kDefaultInt8GroupSize), float -> int4 (kDefaultInt4Scheme, groups of kDefaultInt4GroupSize)
-// and int8/int4 -> float.
+// `weight` (host or device) as a host weight of another dtype: float <-> float, float or the
+// other quantized type -> int8 (groups of kDefaultInt8GroupSize) or int4 (kDefaultInt4Scheme,
+// groups of kDefaultInt4GroupSize), and int8/int4 -> float.
 StatusOr<op::Weight> change_dtype(const op::Weight& weight, DataType dtype) {
+  if ((dtype == DataType::kINT8 || dtype == DataType::kINT4) && weight.is_quantized()) {
+    KUIPER_ASSIGN_OR_RETURN(Tensor values, dequantize_weight(weight));
+    return change_dtype(op::Weight{std::move(values), Tensor(), 0}, dtype);
+  }
   if (dtype == DataType::kINT8 && is_float(weight.dtype())) {
     return quantize_int8(weight.values, kDefaultInt8GroupSize);
   }
@@ -39,6 +43,21 @@ StatusOr<op::Weight> change_dtype(const op::Weight& weight, DataType dtype) {
 }
 
 }  // namespace
+
+bool same_quantization(const op::Weight& a, const op::Weight& b) {
+  return a.dtype() == b.dtype() && a.group_size == b.group_size && a.mins.is_empty() == b.mins.is_empty();
+}
+
+StatusOr<op::Weight> quantize_like(const op::Weight& weight, const op::Weight& like) {
+  if (!like.is_quantized()) return invalid_argument("quantize_like: " + like.values.describe() + " is not quantized");
+  if (same_quantization(weight, like)) return convert_weight(weight, weight.dtype(), cpu_allocator());
+  Tensor source = weight.values;
+  if (weight.is_quantized()) {
+    KUIPER_ASSIGN_OR_RETURN(source, dequantize_weight(weight));
+  }
+  if (like.dtype() == DataType::kINT8) return quantize_int8(source, like.group_size);
+  return quantize_int4(source, like.group_size, like.mins.is_empty() ? Int4Scheme::kSymmetric : Int4Scheme::kWithMin);
+}
 
 StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Allocator& allocator) {
   op::Weight out = weight;
@@ -62,8 +81,9 @@ StatusOr<op::Weight> stack_rows(std::span<const op::Weight> parts, DataType dtyp
   int64_t rows = 0;
   for (const op::Weight& part : parts) {
     KUIPER_ASSIGN_OR_RETURN(op::Weight converted, convert_weight(part, dtype, cpu_allocator()));
-    if (converted.cols() != parts[0].cols()) {
-      return invalid_argument("cannot stack " + part.values.describe() + " under " + parts[0].values.describe());
+    if (converted.cols() != parts[0].cols() || (!host.empty() && !same_quantization(converted, host[0]))) {
+      return invalid_argument("cannot stack " + part.values.describe() + " under " + parts[0].values.describe() +
+                              " (columns, dtype, group size and int4 scheme must agree)");
     }
     rows += converted.rows();
     host.push_back(std::move(converted));

@@ -14,8 +14,17 @@ namespace kuiper {
 // and groups of kDefaultInt4GroupSize (int4_quantize.h), and both dequantize back.
 StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Allocator& allocator);
 
+// `weight` (quantized or float) as a host weight quantized the way `like` is (int8 or int4, its
+// group size and int4 scheme): itself when it already is, else quantized from its (dequantized)
+// values. Parts of one stacked matrix must share their quantization.
+StatusOr<op::Weight> quantize_like(const op::Weight& weight, const op::Weight& like);
+
+// Whether two weights have the same dtype, group size and (int4) scheme.
+bool same_quantization(const op::Weight& a, const op::Weight& b);
+
 // One weight holding `parts` stacked row after row, in `dtype` on the allocator's device (the
-// parts must agree in columns). Converted on the host, uploaded once.
+// parts must agree in columns and, once in `dtype`, in quantization). Converted on the host,
+// uploaded once.
 StatusOr<op::Weight> stack_rows(std::span<const op::Weight> parts, DataType dtype, Allocator& allocator);
 
 

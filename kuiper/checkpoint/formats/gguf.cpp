@@ -1,21 +1,19 @@
 // GGUF checkpoints (llama.cpp): the `llama`, `qwen2` and `qwen3` architectures, tensors F32,
-// F16, BF16 (zero-copy views of the mapping) and Q8_0 (copied into kuiper's int8 layout: the
-// values as they are, each block's fp16 scale widened to fp32, groups of 32). The config comes
-// from the {arch}.* metadata keys; tensor names and q/k layouts from gguf_layout.h.
+// F16, BF16 (zero-copy views of the mapping) and Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (copied into
+// kuiper's int8/int4 layouts, exactly: gguf_blocks.h). The config comes from the {arch}.*
+// metadata keys; tensor names and q/k layouts from gguf_layout.h.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <set>
 
 #include <glog/logging.h>
 
-#include "kuiper/base/half.h"
 #include "kuiper/checkpoint/formats/formats.h"
+#include "kuiper/checkpoint/formats/gguf_blocks.h"
 #include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/checkpoint/formats/gguf_layout.h"
 #include "kuiper/model/float_convert.h"
-#include "kuiper/op/int8_weight.h"
 
 namespace kuiper {
 namespace {
@@ -171,9 +169,11 @@ class TensorReader {
       case GgmlType::kF32: return float_view(*t, DataType::kFP32, rows, cols);
       case GgmlType::kF16: return float_view(*t, DataType::kFP16, rows, cols);
       case GgmlType::kBF16: return float_view(*t, DataType::kBF16, rows, cols);
-      case GgmlType::kQ8_0: return q8_0_weight(*t, rows, cols);
+      default: break;
     }
-    return unsupported_type(*t);
+    if (!gguf_blocks_readable(t->type)) return unsupported_type(*t);
+    return decode_gguf_blocks(t->type, file_.file()->data() + t->offset, rows, cols,
+                              file_.path() + ": tensor " + t->name);
   }
 
   // A 1-D float tensor as fp32.
@@ -218,32 +218,12 @@ class TensorReader {
 
   Status unsupported_type(const GgufTensorInfo& t) const {
     return unsupported(file_.path() + ": tensor " + t.name + " has type " + ggml_type_name(t.type) +
-                       ", which kuiper does not read yet (it reads F32, F16, BF16 and Q8_0)");
+                       ", which kuiper does not read yet (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K)");
   }
 
   StatusOr<op::Weight> float_view(const GgufTensorInfo& t, DataType dtype, int64_t rows, int64_t cols) {
     KUIPER_ASSIGN_OR_RETURN(Tensor view, Tensor::view(mapping_, t.offset, dtype, {rows, cols}));
     return op::Weight{std::move(view), Tensor(), 0};
-  }
-
-  // Q8_0 blocks (fp16 scale, 32 int8) split into kuiper's int8 values and fp32 group scales:
-  // the same weights, scale × value, exactly.
-  StatusOr<op::Weight> q8_0_weight(const GgufTensorInfo& t, int64_t rows, int64_t cols) {
-    const int64_t blocks = rows * cols / kQ8_0BlockWeights;
-    KUIPER_ASSIGN_OR_RETURN(Tensor values, Tensor::empty(DataType::kINT8, {rows, cols}, cpu_allocator()));
-    KUIPER_ASSIGN_OR_RETURN(Tensor scales, Tensor::empty(DataType::kFP32, {blocks}, cpu_allocator()));
-    const uint8_t* block = file_.file()->data() + t.offset;
-    auto* v = values.data<int8_t>();
-    auto* s = scales.data<float>();
-    for (int64_t b = 0; b < blocks; ++b, block += kQ8_0BlockBytes) {
-      uint16_t scale_bits;
-      std::memcpy(&scale_bits, block, sizeof(scale_bits));
-      s[b] = fp16_to_float(scale_bits);
-      std::memcpy(v + b * kQ8_0BlockWeights, block + 2, kQ8_0BlockWeights);
-    }
-    op::Weight w{std::move(values), std::move(scales), kQ8_0BlockWeights};
-    KUIPER_RETURN_IF_ERROR(op::check_int8_weight(w));
-    return w;
   }
 
   const GgufFile& file_;

@@ -34,7 +34,9 @@ enum class GgufType : uint32_t {
 };
 
 // The ggml tensor types kuiper reads (the file may name others; see ggml_type_name).
-enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30 };
+enum class GgmlType : uint32_t {
+  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14, kBF16 = 30,
+};
 
 // Q8_0: blocks of 32 int8 weights preceded by their fp16 scale.
 inline constexpr int kQ8_0BlockWeights = 32;

@@ -44,11 +44,13 @@ StatusOr<Tensor> reorder_rows(const Tensor& t, int heads, bool to_interleaved) {
 StatusOr<op::Weight> reorder_rope_weight(const op::Weight& w, int heads, bool to_interleaved) {
   op::Weight out = w;
   KUIPER_ASSIGN_OR_RETURN(out.values, reorder_rows(w.values, heads, to_interleaved));
-  if (w.is_quantized()) {
-    const int64_t rows = w.values.dim(0);
-    KUIPER_ASSIGN_OR_RETURN(Tensor by_row, w.scales.reshape({rows, w.scales.numel() / rows}));
+  const int64_t rows = w.values.dim(0);
+  for (Tensor op::Weight::*per_group : {&op::Weight::scales, &op::Weight::mins}) {
+    const Tensor& from = w.*per_group;
+    if (from.is_empty()) continue;
+    KUIPER_ASSIGN_OR_RETURN(Tensor by_row, from.reshape({rows, from.numel() / rows}));
     KUIPER_ASSIGN_OR_RETURN(Tensor moved, reorder_rows(by_row, heads, to_interleaved));
-    KUIPER_ASSIGN_OR_RETURN(out.scales, moved.reshape({w.scales.numel()}));
+    KUIPER_ASSIGN_OR_RETURN(out.*per_group, moved.reshape({from.numel()}));
   }
   return out;
 }

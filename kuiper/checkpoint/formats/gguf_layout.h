@@ -42,7 +42,7 @@ std::vector<GgufLayerVector> gguf_layer_vectors(const LlamaConfig& c);
 
 // LLaMA 3 scaling as llama.cpp keeps it: tensor rope_freqs.weight holds, per frequency, the
 // factor its unscaled value is divided by.
-// A q or k weight (int8 scales move with their rows: Q8_0 groups never cross a row) or vector
+// A q or k weight (int8/int4 scales and mins move with their rows: GGUF blocks never cross a row) or vector
 // (bias: heads; per-head norm: 1 head) from HF's order into kuiper's interleaved one, or back.
 StatusOr<op::Weight> reorder_rope_weight(const op::Weight& w, int heads, bool to_interleaved);
 StatusOr<Tensor> reorder_rope_vector(const Tensor& v, int heads, bool to_interleaved);
