@@ -80,14 +80,7 @@ TEST(MixedQuantization, StackRefusesPartsOfDifferentQuantization) {
 // A tiny model whose layers are int4 and whose classifier and w2 are int8 in groups of 16 runs
 // every matrix in its own type on the CPU: its logits are those of the dequantized weights.
 TEST(MixedQuantization, CpuModelKeepsEachMatrixTypeAndMatchesItsDequantizedWeights) {
-  LlamaConfig c;
-  c.dim = 64;
-  c.hidden_dim = 128;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 96;
-  c.max_seq_len = 32;
+  LlamaConfig c = test::model_shape(64, 128, 2, 4, 2, 96, 32);
   c.shared_classifier = false;
   std::mt19937 rng(6);
   const auto matrix = [&](int64_t rows, int64_t cols, bool int8) -> op::Weight {
