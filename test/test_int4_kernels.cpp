@@ -109,15 +109,16 @@ TEST(Int4MatmulArgs, RefusesMalformedWeightsAndShapes) {
 // stories260K quantized to int4 at load, decoded one token at a time (every GEMV whose shape
 // allows it rounds its input to int8; its w2, 172 columns, does not), against one prefill of the
 // same tokens, which multiplies fp32 inputs. No bound follows from the per-GEMV one (a product
-// can cancel), so this is a measured figure with headroom: 7.6e-3 with AVX2, bound 1e-2 (fp32
-// rounding only without AVX2, where decode multiplies fp32 inputs too). test_cuda_int4.cpp
-// builds on it.
+// can cancel), so this is a measured figure with headroom: 7.6e-3 with AVX2 on round-to-nearest
+// codes, 1.06e-2 on the searched codes (int4_code_search.h), bound 2e-2, the CUDA int4 model's
+// (fp32 rounding only without AVX2, where decode multiplies fp32 inputs too).
+// test_cuda_int4.cpp builds on it.
 TEST(Int4Model, DecodeLogitsNearPrefill) {
   ModelOptions options;
   options.weight_dtype = DataType::kINT4;
   const double worst = test::stories_decode_logit_error(options, options);
-  std::printf("int4 model, CPU decode against CPU prefill: worst relative logit error %.3g (bound 1e-2)\n", worst);
-  EXPECT_LT(worst, 1e-2);
+  std::printf("int4 model, CPU decode against CPU prefill: worst relative logit error %.3g (bound 2e-2)\n", worst);
+  EXPECT_LT(worst, 2e-2);
 }
 
 TEST(Int4Embedding, DequantizesRowsAndRefusesBadIds) {
