@@ -65,14 +65,15 @@ Status make_rope_tables(const LlamaConfig& config, int positions, Tensor& cos, T
 struct LlamaModel::RankGroup {
   std::vector<std::unique_ptr<parallel::Communicator>> comms;  // one per rank
   std::unique_ptr<parallel::RankThreads> threads;
-  std::vector<std::unique_ptr<LlamaModel>> peers;  // ranks 1..n-1
+  // By rank; rank 0's is handed to the caller once every rank's is made.
+  std::vector<std::unique_ptr<LlamaModel>> models;
 
   ~RankGroup() {
     // Each rank's model goes on its own thread (its GPU), before the communicators its
     // recorded graph uses.
     if (threads == nullptr) return;
     (void)threads->run([this](int rank) {
-      if (rank > 0) peers[rank - 1].reset();
+      models[rank].reset();
       return ok_status();
     });
   }
@@ -96,21 +97,14 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const LlamaConfig& conf
   auto group = std::make_unique<RankGroup>();
   KUIPER_ASSIGN_OR_RETURN(group->comms, parallel::make_communicators(options.device, ranks));
   KUIPER_ASSIGN_OR_RETURN(group->threads, parallel::RankThreads::start(options.device, ranks));
-  group->peers.resize(ranks - 1);
-  std::unique_ptr<LlamaModel> model;
-  const Status made = group->threads->run([&](int rank) -> Status {
+  group->models.resize(ranks);
+  KUIPER_RETURN_IF_ERROR(group->threads->run([&](int rank) -> Status {
     KUIPER_ASSIGN_OR_RETURN(ParallelPlan plan, ParallelPlan::make(config, *group->comms[rank]));
     KUIPER_ASSIGN_OR_RETURN(LlamaWeights mine, plan.rank_weights(config, weights, cpu_allocator()));
-    KUIPER_ASSIGN_OR_RETURN((rank == 0 ? model : group->peers[rank - 1]), create_rank(config, mine, options, plan));
+    KUIPER_ASSIGN_OR_RETURN(group->models[rank], create_rank(config, mine, options, plan));
     return ok_status();
-  });
-  if (!made.ok()) {
-    if (model != nullptr) (void)group->threads->run([&](int rank) {
-      if (rank == 0) model.reset();  // on its own GPU, like the others
-      return ok_status();
-    });
-    return made;
-  }
+  }));
+  std::unique_ptr<LlamaModel> model = std::move(group->models[0]);
   model->group_ = std::move(group);
   return model;
 }
@@ -432,7 +426,9 @@ StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
 size_t LlamaModel::weight_bytes() const {
   size_t bytes = rank_weight_bytes();
   if (group_ != nullptr) {
-    for (const auto& peer : group_->peers) bytes += peer->rank_weight_bytes();
+    for (const auto& peer : group_->models) {
+      if (peer != nullptr) bytes += peer->rank_weight_bytes();  // rank 0 is this model
+    }
   }
   return bytes;
 }
@@ -648,7 +644,7 @@ StatusOr<Tensor> LlamaModel::on_every_rank(const Step& step) {
   if (group_ == nullptr) return step(*this);
   Tensor mine;
   KUIPER_RETURN_IF_ERROR(group_->threads->run([&](int rank) -> Status {
-    LlamaModel& model = rank == 0 ? *this : *group_->peers[rank - 1];
+    LlamaModel& model = rank == 0 ? *this : *group_->models[rank];
     KUIPER_ASSIGN_OR_RETURN(Tensor result, step(model));
     if (rank == 0) mine = std::move(result);
     return ok_status();
