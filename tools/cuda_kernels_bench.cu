@@ -327,20 +327,24 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Decode int8 GEMV through the table (group 64), and other shapes of the kernel.
-  // (LLaMA-2-7B's matrices, LLaMA-3-8B's 14336-row gate and up, the classifier.)
-  for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008},
-                      {14336, 4096}, {32000, 4096}}) {
+  // Quantized decode GEMVs on LLaMA-2-7B's matrices, LLaMA-3-8B's 14336-row gate and up and the
+  // classifier, through the table, each weight rotated among copies that exceed the L2 cache.
+  const std::pair<int64_t, int64_t> quantized_shapes[] = {{4096, 4096}, {11008, 4096}, {4096, 11008},
+                                                          {14336, 4096}, {32000, 4096}};
+  const auto table_gemv_us = [&](DataType dtype, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+    const auto matmul = table.matmul[static_cast<int>(dtype)];
+    return 1e3 * median_ms([&](int i) { check(matmul(x, ws[i % ws.size()], y, ctx()), "quantized matmul"); }, 60);
+  };
+
+  // int8 (group 64), and other shapes of the kernel.
+  for (auto [r, c] : quantized_shapes) {
     const int group = 64;
     const size_t bytes = static_cast<size_t>(r * c) + 4 * static_cast<size_t>(r * c / group);
     std::vector<op::Weight> ws;
     for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int8_weight(r, c, group, 400 + 2 * k));
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 18);
     Tensor y = random_gpu(DataType::kFP32, {1, r}, 19);
-    const auto matmul = table.matmul[static_cast<int>(DataType::kINT8)];
-    const double us = 1e3 * median_ms([&](int i) {
-      check(matmul(x, ws[i % ws.size()], y, ctx()), "int8 matmul");
-    }, 60);
+    const double us = table_gemv_us(DataType::kINT8, ws, x, y);
     const double moved = bytes + 4.0 * (r + c);
     const std::string name = "gemv int8 " + std::to_string(r) + "x" + std::to_string(c);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
@@ -358,19 +362,15 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Decode int4 GEMV through the table (groups of 32 with a minimum), on the same shapes.
-  for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008},
-                      {14336, 4096}, {32000, 4096}}) {
+  // int4 (groups of 32 with a minimum), and other layouts of its reader.
+  for (auto [r, c] : quantized_shapes) {
     const int group = 32;
     const size_t bytes = static_cast<size_t>(r * c / 2) + 8 * static_cast<size_t>(r * c / group);
     std::vector<op::Weight> ws;
     for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int4_weight(r, c, group, 600 + 3 * k));
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 20);
     Tensor y = random_gpu(DataType::kFP32, {1, r}, 21);
-    const auto matmul = table.matmul[static_cast<int>(DataType::kINT4)];
-    const double us = 1e3 * median_ms([&](int i) {
-      check(matmul(x, ws[i % ws.size()], y, ctx()), "int4 matmul");
-    }, 60);
+    const double us = table_gemv_us(DataType::kINT4, ws, x, y);
     const double moved = bytes + 4.0 * (r + c);
     const std::string name = "gemv int4 " + std::to_string(r) + "x" + std::to_string(c);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
