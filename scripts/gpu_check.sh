@@ -48,13 +48,7 @@ build() {  # [targets...]: everything by default
 tests() {
   ctest --test-dir build-gpu -j8 --output-on-failure > "$out/ctest.txt" 2>&1
   grep -E "tests passed|FAILED|Failed|\(Failed\)" "$out/ctest.txt" | head -20
-  for t in test_cuda_model test_cuda_kernels test_cuda_int8; do
-    [[ -x build-gpu/test/$t ]] && build-gpu/test/$t 2>&1 | grep -E "worst|engine|batch|PASSED|FAILED|SKIPPED" | head -12
-  done
-  for t in test_cuda_model test_cuda_int8 test_cuda_kernels; do
-    compute-sanitizer --tool memcheck build-gpu/test/$t > "$out/memcheck_$t.txt" 2>&1
-    echo "memcheck $t: $(grep 'ERROR SUMMARY' "$out/memcheck_$t.txt")"
-  done
+  cuda
 }
 
 bench() {

@@ -697,7 +697,12 @@ StatusOr<Tensor> LlamaModel::forward_rank(std::span<const int32_t> tokens, int s
 
 StatusOr<Tensor> LlamaModel::forward_all_rank(std::span<const int32_t> tokens, int start_pos) {
   const int64_t vocab = config_.vocab_size, total = static_cast<int64_t>(tokens.size());
-  KUIPER_ASSIGN_OR_RETURN(Tensor all, Tensor::empty(DataType::kFP32, {total, vocab}, cpu_allocator()));
+  // Every rank ends a chunk with all its logits; only rank 0's are returned, so only it keeps them.
+  const bool keeps_logits = plan_.rank == 0;
+  Tensor all;
+  if (keeps_logits) {
+    KUIPER_ASSIGN_OR_RETURN(all, Tensor::empty(DataType::kFP32, {total, vocab}, cpu_allocator()));
+  }
   KUIPER_ASSIGN_OR_RETURN(Tensor chunk_logits, Tensor::empty(DataType::kFP32, {max_batch_, vocab}, ctx_->allocator()));
   for (int64_t done = 0; done < total;) {
     const int rows = static_cast<int>(std::min<int64_t>(max_batch_, total - done));
@@ -707,8 +712,10 @@ StatusOr<Tensor> LlamaModel::forward_all_rank(std::span<const int32_t> tokens, i
     KUIPER_RETURN_IF_ERROR(run_network(acts, false));
     KUIPER_ASSIGN_OR_RETURN(Tensor logits, chunk_logits.slice(0, rows));
     KUIPER_RETURN_IF_ERROR(classify(acts, 0, rows, logits, false));
-    KUIPER_ASSIGN_OR_RETURN(Tensor dst, all.slice(done, done + rows));
-    KUIPER_RETURN_IF_ERROR(dst.copy_from(logits, ctx_->stream()));
+    if (keeps_logits) {
+      KUIPER_ASSIGN_OR_RETURN(Tensor dst, all.slice(done, done + rows));
+      KUIPER_RETURN_IF_ERROR(dst.copy_from(logits, ctx_->stream()));
+    }
     done += rows;
   }
   KUIPER_RETURN_IF_ERROR(synchronize(ctx_->stream()));
