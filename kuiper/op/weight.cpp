@@ -1,6 +1,6 @@
 #include "kuiper/op/weight.h"
 
-#include <cstring>
+#include "kuiper/base/device.h"
 
 namespace kuiper::op {
 namespace {
@@ -10,9 +10,8 @@ StatusOr<Tensor> copy_columns(const Tensor& from, int64_t first, int64_t last, A
   const int64_t rows = from.dim(0), cols = from.dim(1), width = last - first;
   KUIPER_ASSIGN_OR_RETURN(Tensor to, Tensor::empty(from.dtype(), {rows, width}, alloc));
   const size_t elem = dtype_size(from.dtype());
-  const auto* src = static_cast<const uint8_t*>(from.raw_data());
-  auto* dst = static_cast<uint8_t*>(to.raw_data());
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * width * elem, src + (r * cols + first) * elem, width * elem);
+  KUIPER_RETURN_IF_ERROR(copy_rows(to.raw_data(), width * elem, static_cast<const uint8_t*>(from.raw_data()) + first * elem,
+                                   cols * elem, width * elem, rows, DeviceType::kCPU));
   return to;
 }
 
