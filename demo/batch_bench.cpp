@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "kuiper/base/device.h"
+
 namespace kuiper::cli {
 namespace {
 
@@ -70,9 +72,11 @@ StatusOr<DecodeTiming> time_decode_steps(Engine& engine, int batch, int fill, in
     if (!busy) return internal_error("the engine went idle before every sequence started");
   }
   const std::vector<int> before = produced;
+  profile_range_begin();
   const auto start = Clock::now();
   for (int i = 0; i < steps; ++i) KUIPER_RETURN_IF_ERROR(engine.step().status());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  profile_range_end();
   DecodeTiming timing{seconds / steps, 0};
   for (int s = 0; s < batch; ++s) {
     if (produced[s] - before[s] != steps) return internal_error("a sequence did not decode in every timed step");

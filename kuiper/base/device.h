@@ -68,6 +68,12 @@ StatusOr<int> cuda_multiprocessors();
 // `bytes`): the memory roofline that benchmarks compare against.
 StatusOr<double> cuda_copy_bandwidth_gbs(size_t bytes);
 
+// Marks the stretch of work a profiler should look at (cudaProfilerStart/Stop): benchmarks
+// bracket their timed window so that tools/cuda_kernel_trace (or nsys with
+// --capture-range=cudaProfilerApi) summarise only it. No effect without a profiler or CUDA.
+void profile_range_begin();
+void profile_range_end();
+
 // Device work recorded once and replayed with a single launch (a CUDA graph): the decode step
 // of a model is dozens of small kernels, and replaying them removes the launch gaps.
 class DeviceGraph {

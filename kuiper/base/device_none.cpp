@@ -13,6 +13,9 @@ std::string cuda_unavailable_reason() {
 
 int cuda_device_count() { return 0; }
 
+void profile_range_begin() {}
+void profile_range_end() {}
+
 Status use_device(DeviceType device, int) {
   return device == DeviceType::kCPU ? ok_status() : unsupported(cuda_unavailable_reason());
 }
