@@ -649,6 +649,28 @@ TEST(CpuArgmax, FindsTheLargestFirstOnTies) {
   }
 }
 
+TEST(CpuArgmax, EachRowOnItsOwnAndMinusOneForARowWithNaNOrInf) {
+  std::mt19937 rng(20);
+  for (int64_t n : {5, 16, 33, 32000}) {
+    const int64_t rows = 4;
+    Tensor logits = random_tensor({rows, n}, rng, -10, 10);
+    float* x = logits.data<float>();
+    x[1 * n + n / 2] = 20.f;  // row 1: a clear winner in the middle
+    x[2 * n + n - 1] = std::nanf("");
+    x[3 * n] = INFINITY;
+    Tensor out = zeros({rows}, DataType::kINT32);
+    KUIPER_ASSERT_OK(cpu().argmax(logits, out, ctx()));
+    int64_t row0 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (x[i] > x[row0]) row0 = i;
+    }
+    EXPECT_EQ(out.data<int32_t>()[0], row0) << n;
+    EXPECT_EQ(out.data<int32_t>()[1], n / 2) << n;
+    EXPECT_EQ(out.data<int32_t>()[2], -1) << n;
+    EXPECT_EQ(out.data<int32_t>()[3], -1) << n;
+  }
+}
+
 TEST(CpuArgmax, RejectsBadArguments) {
   std::mt19937 rng(19);
   const Tensor logits = random_tensor({5}, rng);

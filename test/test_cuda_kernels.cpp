@@ -663,6 +663,25 @@ TEST_F(CudaKernels, ArgmaxFindsTheFirstLargest) {
   }
 }
 
+TEST_F(CudaKernels, ArgmaxOfRowsMatchesTheCpuRowByRow) {
+  for (int64_t n : {7, 32000, 128256}) {
+    const int64_t rows = 5;
+    Tensor logits = test::random_tensor({rows, n}, rng_, -10.f, 10.f);
+    logits.data<float>()[1 * n + n - 1] = 50.f;  // a tie in row 1: the smaller index wins
+    logits.data<float>()[1 * n + n / 2] = 50.f;
+    logits.data<float>()[3 * n + n / 3] = std::nanf("");
+    Tensor expected = Tensor::zeros_cpu(DataType::kINT32, {rows}).value();
+    KUIPER_ASSERT_OK(cpu_.argmax(logits, expected, ctx()));
+    Tensor out = upload(int_tensor({-2, -2, -2, -2, -2}));
+    KUIPER_ASSERT_OK(gpu_.argmax(upload(logits), out, ctx()));
+    const Tensor got = download(out);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(got.data<int32_t>()[r], expected.data<int32_t>()[r]) << "n " << n << " row " << r;
+    }
+    EXPECT_EQ(got.data<int32_t>()[3], -1);
+  }
+}
+
 // The fused decode GEMV (kernel_table.h, DecodeGemv) against the CPU kernels run one after
 // another: rmsnorm, matmul, then the epilogue's own kernel (add, swiglu, rope + kv_store).
 // Row lengths take every way of reading rows: one pass per block (4096 and 1000 floats),

@@ -181,6 +181,30 @@ TEST(Engine, BatchInvariance) {
   }
 }
 
+TEST(Engine, AllGreedyStepsPickOnTheDeviceTheTokensTheSamplerPicks) {
+  // Without a logits observer and with every sequence greedy, a step's tokens are chosen by the
+  // argmax kernel and only they reach the host; with an observer the full logits come back and
+  // each sequence's sampler chooses. Both must give the same text.
+  const auto prompts = mixed_prompts(8);
+  const auto run = [&](bool observed) {
+    EngineOptions options{.max_seqs = 8, .max_step_rows = 64};
+    if (observed) options.observe_logits = [](RequestId, int, std::span<const float>) {};
+    auto engine = make_engine(options);
+    std::vector<Result> results(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_TRUE(engine->submit(prompts[i], greedy(24 + static_cast<int>(i)), collect(results[i])).ok());
+    }
+    run_until_idle(*engine);
+    return results;
+  };
+  const std::vector<Result> on_device = run(false), on_host = run(true);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(on_device[i].finish, FinishReason::kLength) << i;
+    EXPECT_EQ(on_device[i].tokens.size(), 24 + i);
+    EXPECT_EQ(on_device[i].tokens, on_host[i].tokens) << i;
+  }
+}
+
 TEST(Engine, PrefixCacheHitGivesTheColdLogits) {
   const std::vector<int32_t> system = mixed_prompts(1)[0];  // a shared "system prompt"
   std::vector<int32_t> longer = system;

@@ -34,6 +34,11 @@ Status use_device(DeviceType device, int ordinal);
 // cuda_available() is false.
 StatusOr<Allocator*> cuda_allocator();
 
+// Page-locked host memory, for what the GPU copies to the host every step (a batch's logits): a
+// copy into pageable memory goes through a driver staging buffer at a fraction of the link's
+// speed. The CPU allocator when there is no GPU.
+Allocator& pinned_host_allocator();
+
 // The allocator for `device`, or an error when this build or machine has no such device.
 StatusOr<Allocator*> allocator_for(DeviceType device);
 

@@ -1,4 +1,5 @@
 // Device services for CUDA builds: GPU discovery, a caching device allocator, copies and waits.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -156,6 +157,50 @@ Status use_device(DeviceType device, int ordinal) {
                         std::to_string(probe().devices));
   }
   return cuda_status(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
+}
+
+namespace {
+
+class PinnedHostAllocator final : public Allocator {
+ public:
+  DeviceType device() const override { return DeviceType::kCPU; }
+
+  StatusOr<void*> allocate(size_t bytes) override {
+    if (bytes == 0) return invalid_argument("cannot allocate 0 bytes");
+    void* ptr = nullptr;
+    // Portable: any thread's GPU (tensor-parallel ranks) copies into it at full speed.
+    if (const cudaError_t error = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable); error != cudaSuccess) {
+      cudaGetLastError();
+      return cuda_status(error, "cudaHostAlloc(" + std::to_string(bytes) + " bytes)");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+    return ptr;
+  }
+
+  void release(void* ptr, size_t bytes) override {
+    cudaFreeHost(ptr);
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ -= bytes;
+  }
+
+  size_t peak_bytes() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  size_t in_use_ = 0, peak_ = 0;
+};
+
+}  // namespace
+
+Allocator& pinned_host_allocator() {
+  if (!cuda_available()) return cpu_allocator();
+  static PinnedHostAllocator* allocator = new PinnedHostAllocator;  // outlives tensors freed at exit
+  return *allocator;
 }
 
 StatusOr<Allocator*> cuda_allocator() {

@@ -22,6 +22,8 @@ Status use_device(DeviceType device, int) {
 
 StatusOr<Allocator*> cuda_allocator() { return unsupported(cuda_unavailable_reason()); }
 
+Allocator& pinned_host_allocator() { return cpu_allocator(); }
+
 Status copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device,
                   size_t bytes, Stream) {
   if (dst_device != DeviceType::kCPU || src_device != DeviceType::kCPU) {

@@ -6,8 +6,10 @@
 #include <deque>
 #include <mutex>
 
+#include "kuiper/base/device.h"
 #include "kuiper/engine/block_pool.h"
 #include "kuiper/engine/stop_strings.h"
+#include "kuiper/op/layers.h"
 #include "kuiper/sampler/sampler.h"
 
 namespace kuiper {
@@ -82,6 +84,8 @@ class EngineState {
     if (options.stop_at_bos && tokenizer.bos_id() >= 0) end_tokens_.push_back(tokenizer.bos_id());
   }
 
+  // The host and device buffers a step's results go through, sized for max_seqs logit rows.
+  Status allocate_step_buffers();
   StatusOr<RequestId> submit(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback on_output);
   void cancel(RequestId id);
   EngineMetrics metrics() const;
@@ -110,6 +114,12 @@ class EngineState {
   void build_batch();
   // The step's results for the sequences that got logits: sample, stop, emit.
   void take_token(Sequence& seq, std::span<float> logits);
+  // The token chosen for `seq` (by its sampler or by argmax on the device): stop checks, text.
+  void accept_token(Sequence& seq, StatusOr<int32_t> token);
+  // Whether every sequence getting logits this step takes the largest one, unchanged: the
+  // device then picks the tokens and only they cross to the host.
+  bool step_is_greedy() const;
+
   void publish_full_blocks(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, Status error = ok_status());
   void deliver(Sequence& seq);
@@ -142,7 +152,9 @@ class EngineState {
   std::vector<int32_t> tokens_, positions_, slots_, row_sequence_, tables_, logit_rows_;
   std::vector<Sequence*> step_sequences_, logit_sequences_;
   std::vector<int> step_rows_;  // rows each of step_sequences_ runs
-  std::vector<float> host_logits_;
+  // Where the step's logits (or, for an all-greedy step, its picked tokens) land on the host:
+  // page-locked, so that the copy runs at the link's speed. Sized for the largest step.
+  Tensor host_logits_, device_tokens_, host_tokens_;
 };
 
 StatusOr<RequestId> EngineState::submit(std::vector<int32_t> prompt, const SamplingParams& params,
@@ -331,7 +343,11 @@ void EngineState::take_token(Sequence& seq, std::span<float> logits) {
     const std::span<const int32_t> all(seq.tokens);
     apply_penalties(logits, penalties, all, all.subspan(seq.prompt_tokens));
   }
-  StatusOr<int32_t> token = seq.sampler.sample(logits);
+  accept_token(seq, seq.sampler.sample(logits));
+}
+
+void EngineState::accept_token(Sequence& seq, StatusOr<int32_t> token) {
+  if (seq.params.max_tokens == 0) return finish(seq, FinishReason::kLength);
   if (!token.ok()) {
     return finish(seq, FinishReason::kError,
                   invalid_format("the model produced non-finite logits at position " + std::to_string(seq.computed - 1) +
@@ -408,6 +424,23 @@ void EngineState::fail_all(const Status& error) {
   }
 }
 
+Status EngineState::allocate_step_buffers() {
+  const int64_t rows = options_.max_seqs, vocab = model_->config().vocab_size;
+  KUIPER_ASSIGN_OR_RETURN(host_logits_, Tensor::empty(DataType::kFP32, {rows * vocab}, pinned_host_allocator()));
+  KUIPER_ASSIGN_OR_RETURN(host_tokens_, Tensor::empty(DataType::kINT32, {rows}, pinned_host_allocator()));
+  KUIPER_ASSIGN_OR_RETURN(device_tokens_, Tensor::empty(DataType::kINT32, {rows}, model_->execution_context().allocator()));
+  return ok_status();
+}
+
+bool EngineState::step_is_greedy() const {
+  if (options_.observe_logits) return false;
+  return std::all_of(logit_sequences_.begin(), logit_sequences_.end(), [](const Sequence* seq) {
+    const SamplingParams& p = seq->params;
+    return seq->sampler.is_greedy() &&
+           !Penalties{p.presence_penalty, p.frequency_penalty, p.repetition_penalty}.any();
+  });
+}
+
 StatusOr<int> EngineState::run_batch() {
   StepBatch batch;
   batch.tokens = tokens_;
@@ -418,11 +451,17 @@ StatusOr<int> EngineState::run_batch() {
   batch.table_width = static_cast<int>(tables_.size() / step_sequences_.size());
   batch.logit_rows = logit_rows_;
   KUIPER_ASSIGN_OR_RETURN(Tensor logits, model_->forward_step(batch));
-  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
-  host_logits_.resize(logit_rows_.size() * vocab);
+  const bool greedy = step_is_greedy();
   if (!logit_rows_.empty()) {
-    KUIPER_RETURN_IF_ERROR(copy_bytes(host_logits_.data(), DeviceType::kCPU, logits.raw_data(), logits.device(),
-                                      logits.nbytes(), model_->stream()));
+    if (greedy) {
+      KUIPER_ASSIGN_OR_RETURN(Tensor picked, device_tokens_.slice(0, static_cast<int64_t>(logit_rows_.size())));
+      KUIPER_RETURN_IF_ERROR(op::argmax(logits, picked, model_->execution_context()));
+      KUIPER_ASSIGN_OR_RETURN(Tensor host, host_tokens_.slice(0, picked.numel()));
+      KUIPER_RETURN_IF_ERROR(host.copy_from(picked, model_->stream()));
+    } else {
+      KUIPER_ASSIGN_OR_RETURN(Tensor host, host_logits_.slice(0, logits.numel()));
+      KUIPER_RETURN_IF_ERROR(host.copy_from(logits, model_->stream()));
+    }
   }
   KUIPER_RETURN_IF_ERROR(synchronize(model_->stream()));
   {
@@ -434,12 +473,18 @@ StatusOr<int> EngineState::run_batch() {
       publish_full_blocks(seq);
     }
   }
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   int generated = 0;
   for (size_t i = 0; i < logit_sequences_.size(); ++i) {
     Sequence& seq = *logit_sequences_[i];
     const size_t before = seq.tokens.size();
-    // Penalties adjust the host copy of the logits in place.
-    take_token(seq, std::span<float>(host_logits_).subspan(i * vocab, vocab));
+    if (greedy) {
+      const int32_t token = host_tokens_.data<int32_t>()[i];
+      accept_token(seq, token >= 0 ? StatusOr<int32_t>(token) : invalid_format("NaN or Inf among them"));
+    } else {
+      // Penalties adjust the host copy of the logits in place.
+      take_token(seq, std::span<float>(host_logits_.data<float>() + i * vocab, vocab));
+    }
     generated += static_cast<int>(seq.tokens.size() - before);
   }
   return generated;
@@ -520,7 +565,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LlamaConfig& config, cons
   }
   m.kv_slots = static_cast<int>(blocks * options.kv_block_size);
   KUIPER_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::create(config, weights, m));
-  return std::unique_ptr<Engine>(new Engine(std::make_unique<EngineState>(std::move(model), tokenizer, options)));
+  auto state = std::make_unique<EngineState>(std::move(model), tokenizer, options);
+  KUIPER_RETURN_IF_ERROR(state->allocate_step_buffers());
+  return std::unique_ptr<Engine>(new Engine(std::move(state)));
 }
 
 StatusOr<RequestId> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback on_output) {

@@ -94,9 +94,10 @@ using AddBiasKernel = Status (*)(Tensor& x, const Tensor& bias, const ExecutionC
 // out = a + b, elementwise. out may alias a.
 using AddKernel = Status (*)(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 
-// out[0] = index of the largest element of logits (fp32 [n]), first one on ties; -1 when any
-// element is NaN or infinite (a damaged model), so that greedy decoding never picks a token
-// from such logits. out: int32 [1].
+// out[r] = index of the largest element of row r of logits (fp32 [rows, n], or [n]: one row),
+// first one on ties; -1 when any element of the row is NaN or infinite (a damaged model), so that
+// greedy decoding never picks a token from such logits. out: int32 [rows]. A batch of greedy
+// sequences then copies one id per sequence to the host instead of its whole vocabulary.
 using ArgmaxKernel = Status (*)(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
 
 // A decode-time GEMV (one token) with the work around it fused in, so that a transformer layer

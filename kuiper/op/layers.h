@@ -99,7 +99,7 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const Execution
 Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);
 // out = a + b.
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
-// out[0] = argmax(logits).
+// out[r] = argmax of logits row r; -1 for a row holding NaN or Inf (kernel_table.h).
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
 
 }  // namespace kuiper::op

@@ -4,16 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include "kuiper/op/kernels/cpu/cpu_kernels.h"
+
 namespace kuiper {
 namespace {
-
-int32_t argmax(std::span<const float> logits) {
-  size_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  return static_cast<int32_t>(best);
-}
 
 Status check_finite(std::span<const float> logits) {
   const auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
@@ -79,8 +73,12 @@ StatusOr<int32_t> Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) return invalid_argument("sampling needs at least one logit");
   // Every path below compares or exponentiates logits; one NaN would make the choice (or the
   // draw's index) meaningless.
+  if (is_greedy()) {
+    const int32_t token = op::cpu::finite_argmax(logits);
+    if (token < 0) return check_finite(logits);  // names the first bad logit
+    return token;
+  }
   KUIPER_RETURN_IF_ERROR(check_finite(logits));
-  if (is_greedy()) return argmax(logits);
   KUIPER_ASSIGN_OR_RETURN(auto kept, filter(logits));
   return draw(kept.first, kept.second);
 }

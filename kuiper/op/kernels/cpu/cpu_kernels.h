@@ -1,6 +1,8 @@
 // CPU kernels (see kernel_table.h for what each computes). Registered in cpu_kernels.cpp.
 #pragma once
 
+#include <span>
+
 #include "kuiper/op/kernel_table.h"
 
 namespace kuiper::op::cpu {
@@ -24,6 +26,8 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const Execution
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext&);
 Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext&);
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext&);
+// One row of argmax: the first index of the largest value, -1 when any value is NaN or Inf.
+int32_t finite_argmax(std::span<const float> values);
 
 // Shared argument checks: a kernel's inputs must be on the CPU with the dtype it expects.
 Status expect_cpu(const Tensor& t, DataType dtype, const char* what);

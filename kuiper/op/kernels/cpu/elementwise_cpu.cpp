@@ -1,4 +1,6 @@
 #include <cmath>
+#include <limits>
+#include <span>
 
 #include "kuiper/op/kernels/cpu/cpu_kernels.h"
 #include "kuiper/op/kernels/cpu/cpu_threads.h"
@@ -59,21 +61,59 @@ Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext&) {
   return ok_status();
 }
 
+int32_t finite_argmax(std::span<const float> values) {
+  // 16 independent lanes, which the compiler turns into vector compares and blends; a scalar
+  // compare chain over a batch of 64 rows of 128k logits kept the GPU waiting for milliseconds.
+  constexpr size_t kLanes = 16;
+  const size_t n = values.size(), whole = n / kLanes * kLanes;
+  float best[kLanes], poison[kLanes] = {};
+  int32_t at[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) {
+    best[l] = -std::numeric_limits<float>::infinity();
+    at[l] = -1;
+  }
+  for (size_t i = 0; i < whole; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) {
+      const float v = values[i + l];
+      poison[l] += v - v;  // NaN from here on if v is Inf or NaN
+      const bool better = v > best[l];
+      best[l] = better ? v : best[l];
+      at[l] = better ? static_cast<int32_t>(i + l) : at[l];
+    }
+  }
+  float any_poison = 0;
+  for (size_t l = 0; l < kLanes; ++l) any_poison += poison[l];
+  for (size_t i = whole; i < n; ++i) any_poison += values[i] - values[i];
+  if (std::isnan(any_poison)) return -1;
+  // Each lane holds its first maximum; among equal maxima the smallest index wins.
+  int32_t winner = -1;
+  float top = 0;
+  const auto consider = [&](float v, int32_t i) {
+    if (winner < 0 || v > top || (v == top && i < winner)) {
+      top = v;
+      winner = i;
+    }
+  };
+  for (size_t l = 0; l < kLanes; ++l) {
+    if (at[l] >= 0) consider(best[l], at[l]);
+  }
+  for (size_t i = whole; i < n; ++i) consider(values[i], static_cast<int32_t>(i));
+  return winner;
+}
+
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext&) {
   KUIPER_RETURN_IF_ERROR(expect_cpu(logits, DataType::kFP32, "argmax input"));
   KUIPER_RETURN_IF_ERROR(expect_cpu(out, DataType::kINT32, "argmax output"));
-  if (logits.numel() == 0 || out.numel() == 0) {
-    return invalid_argument("argmax needs at least one logit and one output slot, got " +
-                            logits.describe() + " -> " + out.describe());
+  const int64_t rows = out.numel();
+  if (logits.numel() == 0 || rows == 0 || logits.numel() % rows != 0 ||
+      logits.numel() / rows > std::numeric_limits<int32_t>::max()) {
+    return invalid_argument("argmax needs rows of logits, one output slot each, got " + logits.describe() + " -> " +
+                            out.describe());
   }
-  const float* x = logits.data<float>();
-  int64_t best = 0;
-  bool finite = true;
-  for (int64_t i = 0; i < logits.numel(); ++i) {
-    finite &= std::isfinite(x[i]);
-    if (x[i] > x[best]) best = i;
+  const size_t n = static_cast<size_t>(logits.numel() / rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    out.data<int32_t>()[r] = finite_argmax(std::span<const float>(logits.data<float>() + r * n, n));
   }
-  out.data<int32_t>()[0] = finite ? static_cast<int32_t>(best) : -1;
   return ok_status();
 }
 

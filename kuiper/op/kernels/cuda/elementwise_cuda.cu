@@ -45,10 +45,11 @@ struct BetterCandidate {
   }
 };
 
-// One block: the logits of one token are at most a few hundred KB, far below what would
-// repay a second pass.
+// One block per row: the logits of one token are at most a few hundred KB, far below what
+// would repay a second pass.
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int n,
                                                                 int32_t* out) {
+  logits += static_cast<int64_t>(blockIdx.x) * n;
   Candidate best{-INFINITY, n};
   bool finite = true;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* log
   __shared__ typename Reduce::TempStorage storage;
   const Candidate winner = Reduce(storage).Reduce(best, BetterCandidate{});
   const bool all_finite = __syncthreads_and(finite);
-  if (threadIdx.x == 0) out[0] = !all_finite ? -1 : winner.index == n ? 0 : winner.index;
+  if (threadIdx.x == 0) out[blockIdx.x] = !all_finite ? -1 : winner.index == n ? 0 : winner.index;
 }
 
 __global__ void add_bias_kernel(float* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t total) {
@@ -126,11 +127,14 @@ Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx) {
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(logits, DataType::kFP32, "argmax input"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kINT32, "argmax output"));
-  if (logits.numel() == 0 || logits.numel() > INT32_MAX || out.numel() < 1) {
-    return invalid_argument("argmax of " + logits.describe() + " into " + out.describe());
+  const int64_t rows = out.numel();
+  if (logits.numel() == 0 || rows == 0 || rows > INT32_MAX || logits.numel() % rows != 0 ||
+      logits.numel() / rows > INT32_MAX) {
+    return invalid_argument("argmax of " + logits.describe() + " into " + out.describe() +
+                            ": needs rows of logits, one output slot each");
   }
-  argmax_kernel<<<1, kArgmaxThreads, 0, as_cuda_stream(ctx.stream())>>>(
-      logits.data<float>(), static_cast<int>(logits.numel()), out.data<int32_t>());
+  argmax_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, as_cuda_stream(ctx.stream())>>>(
+      logits.data<float>(), static_cast<int>(logits.numel() / rows), out.data<int32_t>());
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("argmax");
   return ok_status();
 }
