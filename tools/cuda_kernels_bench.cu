@@ -28,7 +28,7 @@
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
 #include "kuiper/base/buffer.h"
-#include "kuiper/op/kernels/cuda/decode_gemv_int4_rows.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_int8_input_rows.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_warp_kernel.cuh"
 
