@@ -82,7 +82,7 @@ struct Int8InputChunks {
   struct Loaded { typename Weights::Unit unit[kRows][kBurst]; };
   struct Sums { float sum[kTokens][kRows] = {}; };
   int row[kRows];  // 32-bit, no row pointers: the tall int4 reader (80 registers) spilled them
-  int token[kTokens];
+  int first_token;  // the tokens' indices are computed where used: an array of them spilled
 
   static size_t staged_input_bytes(const DecodeGemvArgs& a) requires requires { Input::bytes(a); } {
     return Input::bytes(a);
@@ -91,11 +91,9 @@ struct Int8InputChunks {
     Input::stage(a);
   }
 
-  __device__ Int8InputChunks(const DecodeGemvArgs& a, const int (&rows)[kRows], int first_token = 0) {
+  __device__ Int8InputChunks(const DecodeGemvArgs&, const int (&rows)[kRows], int first = 0) : first_token(first) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) row[r] = rows[r];
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) token[t] = min(first_token + t, a.tokens - 1);
   }
   __device__ int units(const DecodeGemvArgs& a) const { return a.cols / kInt8InputBlock; }
   __device__ void load(Loaded& l, int first, int units, const DecodeGemvArgs& a) const {
@@ -115,7 +113,7 @@ struct Int8InputChunks {
       for (int r = 0; r < kRows; ++r) Weights::split(l.unit[r][u], lo[r], hi[r]);
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
-        const Int8InputUnit x = Input::load(a, token[t], c);
+        const Int8InputUnit x = Input::load(a, min(first_token + t, a.tokens - 1), c);
         const int offset = -zero * x.block.q_sum;
         const float x_sum = x.block.scale * static_cast<float>(x.block.q_sum);  // Σ x̂, for the min
 #pragma unroll

@@ -4,8 +4,6 @@
 // integers). x is quantized once per call by quantize_tokens_kernel into the context's GEMM
 // input scratch; more tokens than a tile holds take several token tiles of blocks, each reading
 // the weights again (dequantized_gemm.cuh, kMultiTokenGemvMaxTokens, has the byte counts).
-#include <type_traits>
-
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/decode_gemv_int8_input_rows.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_warp_kernel.cuh"
@@ -14,16 +12,16 @@
 namespace kuiper::op::cuda {
 namespace {
 
-// Two rows per warp: at 8 tokens a warp already holds 16 sums, and 4096-row matrices get 256
-// blocks of 16 rows to spread over 132 multiprocessors. Each lane keeps two 16-byte loads per
-// row in flight per buffer: one int8 unit (32 bytes) or two int4 units (16 bytes each).
+// Two rows per warp, one unit of 32 weights per lane and burst: at 8 tokens a warp already
+// holds 16 sums and the units' split words, and 4096-row matrices get 256 blocks of 16 rows to
+// spread over 132 multiprocessors. Two int4 units per burst spilled 504 bytes at 8 tokens
+// (ptxas hoists every token's input loads), within the 128 registers of two blocks per
+// multiprocessor.
 constexpr int kMultiTokenRows = 2;
-template <typename Weights>
-constexpr int kMultiTokenBurst = std::is_same_v<Weights, Int8Units> ? 1 : 2;
 
 template <typename Weights, int kTokens>
 cudaError_t launch_tile_size(const DecodeGemvArgs& a, cudaStream_t stream) {
-  using Rows = TokenChunks<Weights, kMultiTokenRows, kMultiTokenBurst<Weights>, kTokens>;
+  using Rows = TokenChunks<Weights, kMultiTokenRows, 1, kTokens>;
   return launch_decode_gemv<Rows, GemvEpilogue::kStore, false>(a, stream);
 }
 
