@@ -49,7 +49,7 @@ class CudaInt4 : public ::testing::TestWithParam<bool> {  // with a per-group mi
     const op::Weight w = test::random_int4_weight(rows, cols, group, GetParam(), rng_);
     const Tensor in = test::random_tensor({tokens, cols}, rng_);
     const std::vector<float> out = matmul(in, w);
-    const std::vector<double> ref = test::int4_product(in, w).out;
+    const std::vector<double> ref = test::quantized_product(in, w).out;
     return test::relative_error(out.data(), ref.data(), ref.size());
   }
 
@@ -62,7 +62,7 @@ class CudaInt4 : public ::testing::TestWithParam<bool> {  // with a per-group mi
     for (const bool exact : {true, false}) {
       const Tensor in = exact ? test::int8_exact_input(1, cols, rng_) : test::random_tensor({1, cols}, rng_);
       const std::vector<float> out = matmul(in, w);
-      const test::Int4Product ref = test::int4_product(in, w);
+      const test::QuantizedProduct ref = test::quantized_product(in, w);
       for (int64_t r = 0; r < rows; ++r) {
         const double rounding = exact ? 0 : ref.input_rounding[r];
         ASSERT_NEAR(out[r], ref.out[r], rounding + 1e-5 * ref.magnitude[r] + 1e-30)

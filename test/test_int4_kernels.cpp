@@ -47,7 +47,7 @@ class Int4Matmul : public testing::TestWithParam<std::tuple<MatmulCase, bool>> {
 TEST_P(Int4Matmul, ExactOnInputsInt8Holds) {
   const Tensor in = test::int8_exact_input(case_.tokens, case_.cols, rng_);
   const Tensor out = run(in);
-  const test::Int4Product ref = test::int4_product(in, w_);
+  const test::QuantizedProduct ref = test::quantized_product(in, w_);
   for (size_t i = 0; i < ref.out.size(); ++i) {
     ASSERT_NEAR(out.data<float>()[i], ref.out[i], 1e-5 * ref.magnitude[i] + 1e-30) << "output " << i;
   }
@@ -57,7 +57,7 @@ TEST_P(Int4Matmul, ExactOnInputsInt8Holds) {
 TEST_P(Int4Matmul, WithinInputRoundingBoundOnAnyInput) {
   const Tensor in = test::random_tensor({case_.tokens, case_.cols}, rng_);
   const Tensor out = run(in);
-  const test::Int4Product ref = test::int4_product(in, w_);
+  const test::QuantizedProduct ref = test::quantized_product(in, w_);
   for (size_t i = 0; i < ref.out.size(); ++i) {
     ASSERT_NEAR(out.data<float>()[i], ref.out[i], ref.input_rounding[i] + 1e-5 * ref.magnitude[i]) << "output " << i;
   }

@@ -171,9 +171,10 @@ Tensor int8_exact_input(int64_t tokens, int64_t cols, std::mt19937& rng) {
   return in;
 }
 
-Int4Product int4_product(const Tensor& in, const op::Weight& w) {
+QuantizedProduct quantized_product(const Tensor& in, const op::Weight& w) {
   const int64_t tokens = in.numel() / w.cols(), rows = w.rows(), cols = w.cols();
-  Int4Product ref{std::vector<double>(tokens * rows), std::vector<double>(tokens * rows),
+  const bool int8 = w.dtype() == DataType::kINT8;
+  QuantizedProduct ref{std::vector<double>(tokens * rows), std::vector<double>(tokens * rows),
                   std::vector<double>(tokens * rows)};
   for (int64_t t = 0; t < tokens; ++t) {
     const float* x = in.data<float>() + t * cols;
@@ -186,11 +187,12 @@ Int4Product int4_product(const Tensor& in, const op::Weight& w) {
     for (int64_t r = 0; r < rows; ++r) {
       double sum = 0, magnitude = 0, rounding = 0;
       for (int64_t c = 0; c < cols; ++c) {
-        const double wv = int4_dequantized(w, r, c);
         const int64_t g = (r * cols + c) / w.group_size;
+        const double scale = w.scales.data<float>()[g];
+        const double wv = int8 ? scale * w.values.data<int8_t>()[r * cols + c] : int4_dequantized(w, r, c);
         const double min = w.mins.is_empty() ? 0 : w.mins.data<float>()[g];
         sum += wv * x[c];
-        magnitude += (w.scales.data<float>()[g] * 16 + std::fabs(min)) * std::fabs(x[c]);
+        magnitude += (int8 ? scale * 128 : scale * 16 + std::fabs(min)) * std::fabs(x[c]);
         rounding += std::fabs(wv) * block_max[c] / 254;
       }
       ref.out[t * rows + r] = sum;

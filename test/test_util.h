@@ -64,15 +64,18 @@ double int4_dequantized(const op::Weight& w, int64_t r, int64_t c);
 // to int8 as llama.cpp's Q8_0 does (the int4 ones) then rounds nothing but its fp32 sums.
 Tensor int8_exact_input(int64_t tokens, int64_t cols, std::mt19937& rng);
 
-// in[T, cols] · dequant(W)ᵀ for a host int4 weight, in double, with what bounds a kernel's error.
-struct Int4Product {
+// in[T, cols] · dequant(W)ᵀ for a host int8 or int4 weight, in double, with what bounds a
+// kernel's error.
+struct QuantizedProduct {
   std::vector<double> out;        // Σ dequant(W[r, c]) · x[c]
-  std::vector<double> magnitude;  // Σ (scale · 16 + |min|) · |x[c]|: the size of what a kernel sums
+  // Σ (scale · 16 + |min|) · |x[c]| (int4), Σ scale · 128 · |x[c]| (int8): the size of what a
+  // kernel sums
+  std::vector<double> magnitude;
   // Σ |W[r, c]| · (max|x| of c's block of 32) / 254: the most that rounding x to int8 in blocks
   // of 32 (scale max|x| / 127, half a step per input) can move the product.
   std::vector<double> input_rounding;
 };
-Int4Product int4_product(const Tensor& in, const op::Weight& w);
+QuantizedProduct quantized_product(const Tensor& in, const op::Weight& w);
 
 // stories260K as `options` loads it, given a 10-token prompt as one prefill and then 40 forced
 // tokens one at a time (the decode path): the worst relative L2 error of its logits at those 41

@@ -8,6 +8,9 @@
 //  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp32 scales
 //    and mins), with other rows-per-warp, burst depths and blocks per multiprocessor for
 //    reference;
+//  - batched-decode int8/int4 matmul at T = 2 .. 32 tokens (the multi-token GEMV), beside the
+//    dequantize+GEMM path on the same weights (bytes counted once for both: quantized weights,
+//    scales and mins once, plus the fp32 input and output rows);
 //  - decode attention over a bf16 cache, paged decode attention of several sequences (the
 //    engine's batched decode), prefill attention (tensor cores, and the CUDA-core kernel it
 //    replaced), and the prefill GEMM.
@@ -28,7 +31,7 @@
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
 #include "kuiper/base/buffer.h"
-#include "kuiper/op/kernels/cuda/decode_gemv_int4_rows.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_int8_input_rows.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_warp_kernel.cuh"
 
@@ -384,6 +387,42 @@ int main(int argc, char** argv) {
                             std::pair{"  4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>>(ws, x, y)},
                             std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
+    }
+  }
+
+  // Batched decode: T tokens through the table's int8 (groups of 64) and int4 (groups of 32
+  // with mins) matmul, which takes the multi-token GEMV for T ≤ 32, and beside each the
+  // dequantize+GEMM path it takes above (forced here by an input misaligned by 4 bytes, which the
+  // multi-token GEMV refuses), on the same weights. Bytes, for both: quantized weights and
+  // scales (and mins) once, and the T rows of fp32 input and output: the multi-token GEMV reads
+  // the weights once per 8 tokens, dequantize+GEMM moves ~5 bytes per weight.
+  for (const DataType dtype : {DataType::kINT8, DataType::kINT4}) {
+    for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008}}) {
+      const bool int8 = dtype == DataType::kINT8;
+      const int group = int8 ? 64 : 32;
+      const size_t bytes = int8 ? static_cast<size_t>(r * c) + 4 * static_cast<size_t>(r * c / group)
+                                : static_cast<size_t>(r * c / 2) + 8 * static_cast<size_t>(r * c / group);
+      std::vector<op::Weight> ws;
+      for (int k = 0; k < copies_for(bytes); ++k) {
+        ws.push_back(int8 ? random_int8_weight(r, c, group, 700 + 2 * k) : random_int4_weight(r, c, group, 800 + 3 * k));
+      }
+      for (const int64_t tokens : {2, 4, 8, 16, 32}) {
+        const Tensor storage = random_gpu(DataType::kFP32, {tokens * c + 1}, 22);
+        const auto input_at = [&](size_t offset) {
+          return Tensor::view(Buffer::borrow(const_cast<void*>(storage.raw_data()), storage.nbytes(),
+                                             DeviceType::kCUDA, nullptr),
+                              offset, DataType::kFP32, {tokens, c}).value();
+        };
+        const Tensor x = input_at(0), x_misaligned = input_at(4);
+        Tensor y = random_gpu(DataType::kFP32, {tokens, r}, 23);
+        const double moved = bytes + 4.0 * tokens * (r + c);
+        const std::string name = "gemv " + std::string(dtype_name(dtype)) + " " + std::to_string(r) + "x" +
+                                 std::to_string(c) + " T=" + std::to_string(tokens);
+        for (auto [label, input] : {std::pair{"", &x}, std::pair{"  dequantize+gemm", &x_misaligned}}) {
+          const double us = table_gemv_us(dtype, ws, *input, y);
+          rows.push_back({name + label, us, moved / (us * 1e-6) / 1e9, 0});
+        }
+      }
     }
   }
 

@@ -18,7 +18,9 @@ namespace kuiper::op {
 // can hold two at once (the int8/int4 prefill GEMM reads its dequantized weights and its rounded
 // inputs together).
 enum class ScratchUse {
-  kGemmInput,          // CUDA: fp32 activations rounded to a 16-bit weight type for the GEMM
+  kGemmInput,          // CUDA: fp32 activations in the form a matmul multiplies: rounded to a
+                       // 16-bit weight type for the GEMM, or quantized to int8 (1.25 bytes an
+                       // input) for the int8/int4 multi-token GEMV
   kDequantizedWeight,  // CUDA: an int8/int4 matrix dequantized to bf16 for the prefill GEMM
   kAttentionPartials,  // CUDA: split-cache decode attention's partial outputs, maxima and sums
   kCount,

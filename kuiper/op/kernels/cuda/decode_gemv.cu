@@ -7,7 +7,7 @@
 #include "kuiper/op/int4_weight.h"
 #include "kuiper/op/int8_weight.h"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
-#include "kuiper/op/kernels/cuda/decode_gemv_int4_rows.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_int8_input_rows.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_warp_kernel.cuh"
 

@@ -6,10 +6,13 @@
 // arrived leaves HBM idle). The parts, one header each:
 //  - decode_gemv_args.cuh (this): what the kernels read, and the arithmetic they share;
 //  - decode_gemv_rows.cuh: row readers, one per storage layout, and the contract they meet;
+//  - decode_gemv_int8_input.cuh, decode_gemv_int8_input_rows.cuh: the readers that multiply in
+//    integers with x quantized to int8 (int4 weights; int8 and int4 weights for several tokens);
 //  - decode_gemv_epilogues.cuh: the input norm's 1/rms and what is done with the rows' sums;
 //  - decode_gemv_warp_kernel.cuh: the kernel of any shape, a warp walking its rows in bursts;
 //  - decode_gemv_one_pass_kernel.cuh: the kernel for rows one block reads in one pass;
-//  - decode_gemv.cu: which kernel and row reader a call gets (choose_gemv_kernel), and launch.
+//  - decode_gemv.cu: which kernel and row reader a call gets (choose_gemv_kernel), and launch;
+//  - multi_token_gemv.cu: the same warp kernel for a few tokens at once (batched decode).
 // docs/performance.md has the measurements behind each choice.
 #pragma once
 
@@ -44,6 +47,10 @@ struct DecodeGemvArgs {
   float* next_normed = nullptr;
   float* next_sumsq = nullptr;
   RopeKvArgs rope;  // kRopeKv
+  // The multi-token GEMV (multi_token_gemv.cu): x is [tokens, cols], out [tokens, rows], and
+  // x_int8 holds x quantized by quantize_tokens_kernel (decode_gemv_int8_input.cuh).
+  int tokens = 1;
+  const void* x_int8 = nullptr;
 };
 
 // DecodeGemvArgs::group_shift for groups of g: log2(g) when g is a power of two ≥ 16, else -1.

@@ -6,7 +6,8 @@
 // (decode_gemv_rows.cuh) gives them: for kSwiglu the first half are gates and the second half
 // the matching ups, for the others consecutive rows, so that each rope pair (2j, 2j + 1) is
 // held together.
-//  - kStore: out[row] = y. kSwiglu: out[gate row] = silu(gate) * up.
+//  - kStore: out[row] = y (several tokens: out[token, row], write_token_rows). kSwiglu:
+//    out[gate row] = silu(gate) * up.
 //  - kRopeKv: rotate each pair and store it to q or the cache (rope_kv.cuh).
 //  - kAccumulate: out[row] += y, and with a next norm out · g and the sums of squares of out
 //    over runs of kDecodeSumsqRun rows. It synchronises the block, which is why every warp of
@@ -123,6 +124,23 @@ __device__ __forceinline__ void write_rope_pairs(const DecodeGemvArgs& a, const 
     if (valid[2 * j + 1]) {
       rope_kv_pair(a.rope, rope.position, rope.position, row[2 * j], y[2 * j], y[2 * j + 1], rope.angle[j],
                    a.out);
+    }
+  }
+}
+
+// The multi-token store, run by one thread: out[token, row] = y[t][r] for the tokens
+// first_token + t that exist (out is [a.tokens, a.rows]).
+template <int kTokens, int kRows>
+__device__ __forceinline__ void write_token_rows(const DecodeGemvArgs& a, int first_token, const int (&row)[kRows],
+                                                 const bool (&valid)[kRows], const float (&y)[kTokens][kRows]) {
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    if (first_token + t < a.tokens) {
+      float* out = a.out + static_cast<int64_t>(first_token + t) * a.rows;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (valid[r]) out[row[r]] = y[t][r];
+      }
     }
   }
 }

@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(kOnePassMaxChunks)
   constexpr int kElems = kChunkElems<T>;
   int row[kRows];
   bool valid[kRows];
-  warp_rows<kEpi, kRows, 1>(a, 0, row, valid);  // the block's rows, as one warp's
+  warp_rows<kEpi, kRows, 1>(a, static_cast<int>(blockIdx.x), 0, row, valid);  // the block's rows, as one warp's
   const int chunks = a.cols / kElems, c = threadIdx.x;
   const bool reads = c < chunks;  // the last warp may have lanes past the row
   uint4 w[kRows];

@@ -3,8 +3,12 @@
 // dtype, shape and alignment (choose_gemv_kernel).
 //
 // A row reader `Rows` is constructed per warp, from the arguments and the kRows row indices the
-// warp takes (warp_rows below: clamped into the matrix, so always readable), and provides:
+// warp takes (warp_rows below: clamped into the matrix, so always readable), and, where it
+// reads several tokens, the first of the warp's tokens; it provides:
 //  - kRows: rows per warp; the warp's lanes share every load of x among them.
+//  - kTokens: tokens per warp, 1 but for the multi-token readers (TokenChunks): every weight
+//    load is multiplied with the x of kTokens tokens; a.tokens tokens take as many launches'
+//    worth of blocks (decode_gemv_warp_kernel.cuh).
 //  - kBurst: units per lane per burst; the kernel keeps two bursts in flight per warp.
 //  - kMinBlocks: blocks per multiprocessor that ptxas must leave registers for (__launch_bounds__);
 //    left to itself it gave some shapes 150-200 registers and one block, with nothing to stream
@@ -17,8 +21,8 @@
 //    before end (the warp's part of the row ends there). It reads only the weights and scales,
 //    never x: the first two bursts are issued before the wait for the kernel that writes x.
 //  - accumulate(sums, loaded, first, end, a): multiplies that burst by x, adds into sums.
-//  - finish(sums, y): the dot products of the warp's rows over its lanes' units, reduced across
-//    the warp (the same in every lane).
+//  - finish(sums, y): y[t][r], the dot products of the warp's rows r with token t's x over its
+//    lanes' units, reduced across the warp (the same in every lane).
 //  - optionally, staged_input_bytes(a) and stage_input(a): a form of x that the whole block
 //    prepares in dynamic shared memory once x is written, before any accumulate
 //    (decode_gemv_warp_kernel.cuh, StagesInput).
@@ -31,9 +35,12 @@
 //    weights, which need 64 bytes of x; with one row per warp the x traffic through L1 (4x the
 //    weights) was the limit, so a warp serves several rows and reads each x chunk once for all
 //    of them. Bytes are widened without the int-to-float unit (widen_biased_byte).
-//  - Int4Int8Chunks<rows, burst, blocks> (decode_gemv_int4_rows.cuh): int4 (op/int4_weight.h)
-//    with fp32 group scales and optional mins, 32 weights per 16-byte load, laid out and chosen
-//    as Int8Chunks, multiplied in integers (__dp4a) with x quantized to int8 in shared memory.
+//  - Int4Int8Chunks<rows, burst, blocks> (decode_gemv_int8_input_rows.cuh): int4
+//    (op/int4_weight.h) with fp32 group scales and optional mins, 32 weights per 16-byte load,
+//    laid out and chosen as Int8Chunks, multiplied in integers (__dp4a) with x quantized to int8
+//    in shared memory.
+//  - TokenChunks<weights, rows, burst, tokens> (decode_gemv_int8_input_rows.cuh): int8 or int4
+//    rows multiplied in integers with the x of several tokens, quantized once to int8.
 //  - SplitColumns<Rows, parts>: Rows with each row's columns shared by `parts` warps of a
 //    block, for int8/int4 matrices of few rows (too few warps otherwise to fill the
 //    multiprocessors).
@@ -64,7 +71,7 @@ __device__ __forceinline__ void for_each_unit(int first, int units, F&& f) {
 template <typename T, int kBurstLoads = 4, int kRowsPerWarp = 1>
 struct DenseChunks {
   static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = 2;
-  static constexpr int kColumnParts = 1;
+  static constexpr int kColumnParts = 1, kTokens = 1;
   static constexpr int kElems = kChunkElems<T>;
   struct Loaded { uint4 w[kRows][kBurst]; };
   struct Sums { float partial[kRows][kBurst] = {}; };  // one per load: independent FMA chains
@@ -94,13 +101,13 @@ struct DenseChunks {
       }
     });
   }
-  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
+  __device__ void finish(const Sums& s, float (&out)[kTokens][kRows]) const {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float sum = 0.f;
 #pragma unroll
       for (int u = 0; u < kBurst; ++u) sum += s.partial[r][u];
-      out[r] = warp_sum(sum);
+      out[0][r] = warp_sum(sum);
     }
   }
 };
@@ -123,7 +130,7 @@ __device__ __forceinline__ float dot4_int8(uint32_t word, const float4& x) {
 template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 struct Int8Chunks {
   static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = kMinBlocksPerSm;
-  static constexpr int kColumnParts = 1;
+  static constexpr int kColumnParts = 1, kTokens = 1;
   struct Loaded { uint4 w[kRows][kBurst]; float scale[kRows][kBurst]; };
   struct Sums { float sum[kRows] = {}; };
   const uint4* row[kRows];
@@ -159,9 +166,9 @@ struct Int8Chunks {
       }
     });
   }
-  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
+  __device__ void finish(const Sums& s, float (&out)[kTokens][kRows]) const {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
+    for (int r = 0; r < kRows; ++r) out[0][r] = warp_sum(s.sum[r]);
   }
 };
 
@@ -174,7 +181,7 @@ struct PackedInt4 {};
 template <typename T, int kRowsPerWarp = 1>
 struct ScalarRows {
   static constexpr int kRows = kRowsPerWarp, kBurst = 8, kMinBlocks = 2;
-  static constexpr int kColumnParts = 1;
+  static constexpr int kColumnParts = 1, kTokens = 1;
   struct Loaded { float w[kRows][kBurst]; };
   struct Sums { float sum[kRows] = {}; };
   int64_t flat[kRows];  // index of the row's first weight
@@ -209,9 +216,9 @@ struct ScalarRows {
       for (int r = 0; r < kRows; ++r) s.sum[r] += l.w[r][u] * x;
     });
   }
-  __device__ void finish(const Sums& s, float (&out)[kRows]) const {
+  __device__ void finish(const Sums& s, float (&out)[kTokens][kRows]) const {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) out[r] = warp_sum(s.sum[r]);
+    for (int r = 0; r < kRows; ++r) out[0][r] = warp_sum(s.sum[r]);
   }
 };
 
@@ -223,14 +230,14 @@ struct SplitColumns : Rows {
   using Rows::Rows;
 };
 
-// The rows of a warp. kSwiglu pairs gate row i with up row rows/2 + i in one warp (its first
-// half of rows are gates, the second half the matching ups); the others take consecutive rows,
-// so that kRopeKv finds each rotated pair in one warp. A row past the end is clamped (re-read)
-// and marked invalid.
+// The rows of warp `warp` of the block that takes row block `block`. kSwiglu pairs gate row i
+// with up row rows/2 + i in one warp (its first half of rows are gates, the second half the
+// matching ups); the others take consecutive rows, so that kRopeKv finds each rotated pair in
+// one warp. A row past the end is clamped (re-read) and marked invalid.
 template <GemvEpilogue kEpi, int kRows, int kRowWarps>
-__device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int warp, int (&rows)[kRows],
+__device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int block, int warp, int (&rows)[kRows],
                                           bool (&valid)[kRows]) {
-  const int global_warp = blockIdx.x * kRowWarps + warp;
+  const int global_warp = block * kRowWarps + warp;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     int row;

@@ -1,6 +1,8 @@
-// What the int8 and int4 matmuls share on the GPU. Decode (T = 1) streams W once through the
-// GEMV of decode_gemv.cu. Prefill (T > 1) is compute-bound: W is dequantized to bf16 into
-// scratch memory and multiplied by the bf16 tensor-core GEMM behind matmul().
+// What the int8 and int4 matmuls share on the GPU, and which path a call of T tokens takes
+// (quantized_matmul): decode (T = 1) streams W once through the GEMV of decode_gemv.cu; batched
+// decode (a few tokens) streams it once per 8 tokens through the multi-token GEMV
+// (multi_token_gemv.cu); prefill is compute-bound: W is dequantized to bf16 into scratch memory
+// and multiplied by the bf16 tensor-core GEMM behind matmul().
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +15,26 @@ namespace kuiper::op::cuda {
 // Checks in [T, cols], out [T, rows] (fp32) and `weight` (values of `dtype`) on the GPU and
 // returns T.
 StatusOr<int64_t> quantized_matmul_tokens(const Tensor& in, const Weight& weight, const Tensor& out, DataType dtype);
+
+// The most tokens the multi-token GEMV takes; more go to gemm_via_bf16. Bytes moved per weight
+// (int8 with groups of 64: 1 + 4/64 bytes; int4 with groups of 32 and mins: 0.5 + 8/32):
+//  - gemm_via_bf16: the dequantize kernel reads W and writes 2 bytes of bf16, the GEMM reads
+//    those 2 bytes again: 5.06 bytes (int8), 4.75 (int4), whatever T, plus a launch;
+//  - the multi-token GEMV reads W once per tile of 8 tokens: ceil(T / 8) × 1.06 bytes (int8),
+//    × 0.75 (int4), plus x quantized once (1.25 bytes per input and token, negligible).
+// At T = 32 that is 4.25 bytes against 5.06 for int8, and 3 against 4.75 for int4; at T = 40
+// int8 reads 5.3, past the GEMM. Each tile also costs ~3 instructions per int8 weight
+// (decode_gemv_int8_input_rows.cuh) where an H100 issues ~10 per byte it streams, so the tiles
+// stay bandwidth-bound. 32 is the largest multiple of a tile where both dtypes read fewer bytes;
+// for int4 the crossover lies later (T ≈ 48), which cuda_kernels_bench's rows can confirm.
+inline constexpr int64_t kMultiTokenGemvMaxTokens = 32;
+
+// Whether the multi-token GEMV reads `weight` with input `in`: cols a multiple of 32, groups a
+// power of two ≥ 32 (a block of 32 weights lies in one group), 16-byte aligned values and input.
+bool multi_token_gemv_fits(const Tensor& in, const Weight& weight);
+// out[T, rows] = in[T, cols] · dequant(W)ᵀ by the multi-token GEMV (int8 or int4 weights that
+// multi_token_gemv_fits); its quantized input borrows the context's GEMM input scratch.
+Status multi_token_gemv(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx);
 
 // out = in · dequant(W)ᵀ for T > 1: dequantize(bf16* scratch, stream) queues the kernel that
 // writes W as bf16 [rows, cols] into the context's scratch, then the GEMM reads it there.
@@ -27,6 +49,20 @@ Status gemm_via_bf16(const Tensor& in, const Weight& weight, Tensor& out, const 
   const auto buffer = Buffer::borrow(scratch, bytes, DeviceType::kCUDA, nullptr);
   KUIPER_ASSIGN_OR_RETURN(Tensor values, Tensor::view(buffer, 0, DataType::kBF16, {weight.rows(), weight.cols()}));
   return matmul(in, Weight{std::move(values), Tensor(), 0}, out, ctx);
+}
+
+// out[T, rows] = in[T, cols] · dequant(W)ᵀ for int8 or int4 W (`dtype`), by the path for T
+// (above); dequantize as for gemm_via_bf16.
+template <typename Dequantize>
+Status quantized_matmul(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx,
+                        DataType dtype, Dequantize&& dequantize) {
+  KUIPER_ASSIGN_OR_RETURN(const int64_t tokens, quantized_matmul_tokens(in, weight, out, dtype));
+  if (tokens == 0) return ok_status();
+  if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, ctx);
+  if (tokens <= kMultiTokenGemvMaxTokens && multi_token_gemv_fits(in, weight)) {
+    return multi_token_gemv(in, weight, out, ctx);
+  }
+  return gemm_via_bf16(in, weight, out, ctx, std::forward<Dequantize>(dequantize));
 }
 
 }  // namespace kuiper::op::cuda

@@ -1,5 +1,6 @@
 // int4-weight matmul on the GPU: the GEMV of decode_gemv.cu (Int4Int8Chunks, with its input
-// quantized to int8), or the bf16 GEMM on W dequantized (dequantized_gemm.cuh).
+// quantized to int8), the multi-token GEMV of multi_token_gemv.cu, or the bf16 GEMM on W
+// dequantized (dequantized_gemm.cuh chooses).
 #include <cuda_bf16.h>
 
 #include "kuiper/base/cuda_utils.h"
@@ -45,10 +46,7 @@ __global__ void dequantize_int4_bf16_kernel(const uint8_t* __restrict__ packed, 
 
 Status matmul_int4(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_int4_weight(weight));
-  KUIPER_ASSIGN_OR_RETURN(const int64_t tokens, quantized_matmul_tokens(in, weight, out, DataType::kINT4));
-  if (tokens == 0) return ok_status();
-  if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, ctx);
-  return gemm_via_bf16(in, weight, out, ctx, [&](__nv_bfloat16* scratch, cudaStream_t stream) {
+  return quantized_matmul(in, weight, out, ctx, DataType::kINT4, [&](__nv_bfloat16* scratch, cudaStream_t stream) {
     const int64_t n = weight.numel();
     const auto* packed = weight.values.data<uint8_t>();
     const float* mins = weight.mins.is_empty() ? nullptr : weight.mins.data<float>();

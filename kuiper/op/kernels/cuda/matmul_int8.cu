@@ -1,5 +1,5 @@
-// int8-weight matmul on the GPU: the GEMV of decode_gemv.cu, or the bf16 GEMM on W dequantized
-// (dequantized_gemm.cuh).
+// int8-weight matmul on the GPU: the GEMV of decode_gemv.cu, the multi-token GEMV of
+// multi_token_gemv.cu, or the bf16 GEMM on W dequantized (dequantized_gemm.cuh chooses).
 #include <cuda_bf16.h>
 
 #include "kuiper/base/cuda_utils.h"
@@ -44,10 +44,7 @@ __global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const float
 
 Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(weight));
-  KUIPER_ASSIGN_OR_RETURN(const int64_t tokens, quantized_matmul_tokens(in, weight, out, DataType::kINT8));
-  if (tokens == 0) return ok_status();
-  if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, ctx);
-  return gemm_via_bf16(in, weight, out, ctx, [&](__nv_bfloat16* scratch, cudaStream_t stream) {
+  return quantized_matmul(in, weight, out, ctx, DataType::kINT8, [&](__nv_bfloat16* scratch, cudaStream_t stream) {
     const int64_t n = weight.numel();
     const int8_t* q = weight.values.data<int8_t>();
     const bool wide = weight.group_size % 16 == 0 && aligned_to(q, 16) && aligned_to(scratch, 16);
