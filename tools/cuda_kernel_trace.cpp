@@ -118,7 +118,9 @@ void summarise() {
     int count = 0;
   };
   std::map<std::string, Total> by_name;
+  std::map<std::string, uint64_t> idle_before;  // GPU idle time ended by each kernel: where launches lag
   for (const Interval& i : in) {
+    if (covered_to > 0 && i.start > covered_to) idle_before[i.name] += i.start - covered_to;
     last = std::max(last, i.end);
     const uint64_t from = std::max(i.start, covered_to);
     if (i.end > from) busy += i.end - from;
@@ -135,6 +137,12 @@ void summarise() {
   for (const auto& [name, total] : rows) {
     std::fprintf(stderr, "%12.1f %8d %10.2f %6.2f  %s\n", total.ns / 1e3, total.count, total.ns / 1e3 / total.count,
                  100.0 * total.ns / busy, name.c_str());
+  }
+  std::vector<std::pair<std::string, uint64_t>> gaps(idle_before.begin(), idle_before.end());
+  std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::fprintf(stderr, "idle GPU time, by the kernel or copy that ended it:\n");
+  for (size_t k = 0; k < std::min<size_t>(gaps.size(), 10); ++k) {
+    std::fprintf(stderr, "%12.1f us  %s\n", gaps[k].second / 1e3, gaps[k].first.c_str());
   }
 }
 
