@@ -773,7 +773,16 @@ bool LlamaModel::is_contiguous(const StepBatch& b) const {
   return true;
 }
 
-Status LlamaModel::upload_step(const StepBatch& b, Activations& a) {
+bool LlamaModel::is_decode_rows(const StepBatch& b) const {
+  const size_t rows = b.tokens.size();
+  if (b.logit_rows.size() != rows || b.block_tables.size() != rows * static_cast<size_t>(b.table_width)) return false;
+  for (size_t i = 0; i < rows; ++i) {
+    if (b.logit_rows[i] != static_cast<int32_t>(i) || b.row_sequence[i] != static_cast<int32_t>(i)) return false;
+  }
+  return true;
+}
+
+Status LlamaModel::upload_step(const StepBatch& b, Activations& a, bool full_width) {
   const Stream stream = ctx_->stream();
   const auto upload = [&](Tensor& dst, std::span<const int32_t> src) {
     return copy_bytes(dst.raw_data(), device_, src.data(), DeviceType::kCPU, src.size_bytes(), stream);
@@ -782,13 +791,37 @@ Status LlamaModel::upload_step(const StepBatch& b, Activations& a) {
   KUIPER_RETURN_IF_ERROR(upload(a.positions, b.positions));
   KUIPER_RETURN_IF_ERROR(upload(a.slots, b.slots));
   KUIPER_RETURN_IF_ERROR(upload(a.row_sequence, b.row_sequence));
-  const int64_t entries = static_cast<int64_t>(b.block_tables.size());
-  KUIPER_ASSIGN_OR_RETURN(Tensor tables, block_tables_.slice(0, entries));
-  KUIPER_ASSIGN_OR_RETURN(step_tables_, tables.reshape({entries / b.table_width, b.table_width}));
-  KUIPER_RETURN_IF_ERROR(upload(step_tables_, b.block_tables));
+  const int64_t sequences = static_cast<int64_t>(b.block_tables.size()) / b.table_width;
+  const int64_t width = full_width ? max_table_width_ : b.table_width;
+  std::span<const int32_t> tables = b.block_tables;
+  if (full_width) {
+    // Entries past a sequence's last block are never read (positions bound every row).
+    wide_tables_.assign(sequences * width, 0);
+    for (int64_t s = 0; s < sequences; ++s) {
+      std::copy_n(b.block_tables.begin() + s * b.table_width, b.table_width, wide_tables_.begin() + s * width);
+    }
+    tables = wide_tables_;
+  }
+  KUIPER_ASSIGN_OR_RETURN(Tensor flat, block_tables_.slice(0, sequences * width));
+  KUIPER_ASSIGN_OR_RETURN(step_tables_, flat.reshape({sequences, width}));
+  KUIPER_RETURN_IF_ERROR(upload(step_tables_, tables));
   paged_ = {&step_tables_, &a.row_sequence, kv_block_size_};
   a.paged = &paged_;
   return ok_status();
+}
+
+Status LlamaModel::run_step(const StepBatch& b, Activations& acts, Tensor& logits) {
+  const int64_t wanted = static_cast<int64_t>(b.logit_rows.size());
+  KUIPER_RETURN_IF_ERROR(run_network(acts, false));
+  if (wanted == 0) return ok_status();
+  // Only the wanted rows go through the classifier, gathered into consecutive rows.
+  KUIPER_ASSIGN_OR_RETURN(Tensor picked, picked_normed_.slice(0, wanted));
+  for (int64_t i = 0; i < wanted; ++i) {
+    KUIPER_ASSIGN_OR_RETURN(Tensor dst, picked.slice(i, i + 1));
+    KUIPER_ASSIGN_OR_RETURN(Tensor src, acts.normed.slice(b.logit_rows[i], b.logit_rows[i] + 1));
+    KUIPER_RETURN_IF_ERROR(dst.copy_from(src, ctx_->stream()));
+  }
+  return classify_rows(picked, wanted, logits, false);
 }
 
 StatusOr<Tensor> LlamaModel::forward_step_rank(const StepBatch& b) {
@@ -804,17 +837,19 @@ StatusOr<Tensor> LlamaModel::forward_step_rank(const StepBatch& b) {
   }
   const int rows = static_cast<int>(b.tokens.size());
   KUIPER_ASSIGN_OR_RETURN(Activations acts, activation_rows(rows));
-  KUIPER_RETURN_IF_ERROR(upload_step(b, acts));
-  KUIPER_RETURN_IF_ERROR(run_network(acts, false));
-  if (wanted == 0) return logits;
-  // Only the wanted rows go through the classifier, gathered into consecutive rows.
-  KUIPER_ASSIGN_OR_RETURN(Tensor picked, picked_normed_.slice(0, wanted));
-  for (int64_t i = 0; i < wanted; ++i) {
-    KUIPER_ASSIGN_OR_RETURN(Tensor dst, picked.slice(i, i + 1));
-    KUIPER_ASSIGN_OR_RETURN(Tensor src, acts.normed.slice(b.logit_rows[i], b.logit_rows[i] + 1));
-    KUIPER_RETURN_IF_ERROR(dst.copy_from(src, ctx_->stream()));
+  const bool recorded = use_graph_ && is_decode_rows(b);
+  KUIPER_RETURN_IF_ERROR(upload_step(b, acts, recorded));
+  if (!recorded) {
+    KUIPER_RETURN_IF_ERROR(run_step(b, acts, logits));
+    return logits;
   }
-  KUIPER_RETURN_IF_ERROR(classify_rows(picked, wanted, logits, false));
+  // Every buffer the step touches is the same for a row count (activation_rows, the scratch of
+  // the execution context, step_logits_), so a recording stays valid as long as the model.
+  std::unique_ptr<DeviceGraph>& graph = decode_rows_graphs_[rows];
+  if (graph == nullptr) {
+    KUIPER_ASSIGN_OR_RETURN(graph, capture_graph(ctx_->stream(), [&] { return run_step(b, acts, logits); }));
+  }
+  KUIPER_RETURN_IF_ERROR(graph->launch(ctx_->stream()));
   return logits;
 }
 

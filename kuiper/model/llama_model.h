@@ -3,6 +3,7 @@
 // all allocated once at creation.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -173,7 +174,15 @@ class LlamaModel {
   Status check_step(const StepBatch& batch) const;
   // Whether `batch` is one sequence in blocks 0, 1, 2, ...: slot == position.
   bool is_contiguous(const StepBatch& batch) const;
-  Status upload_step(const StepBatch& batch, Activations& acts);
+  // Whether `batch` is one decode row per sequence, each returning its logits: then the step's
+  // kernels depend only on the row count, once the block tables are laid out at their full
+  // width, and the step is recorded once per row count and replayed, as the one-sequence decode
+  // step is (launching its ~400 kernels one by one left the GPU idle for ~0.9 ms a step).
+  bool is_decode_rows(const StepBatch& batch) const;
+  // Copies the step's inputs to the device; `full_width`: block tables max_table_width_ wide.
+  Status upload_step(const StepBatch& batch, Activations& acts, bool full_width);
+  // The step's network and classifier after upload_step: `wanted` rows' logits into `logits`.
+  Status run_step(const StepBatch& batch, Activations& acts, Tensor& logits);
 
   // The network, written once. `fused`: this is a decode step and the device's table has the
   // decode GEMV for the weights, so each norm, rope, cache store, swiglu and residual add runs
@@ -248,6 +257,8 @@ class LlamaModel {
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
   bool use_graph_ = false;
   std::unique_ptr<DeviceGraph> decode_graph_;  // recorded on the first decode step
+  std::map<int, std::unique_ptr<DeviceGraph>> decode_rows_graphs_;  // by row count (is_decode_rows)
+  std::vector<int32_t> wide_tables_;  // host staging for block tables at their full width
 };
 
 }  // namespace kuiper
