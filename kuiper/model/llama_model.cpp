@@ -837,7 +837,11 @@ StatusOr<Tensor> LlamaModel::forward_step_rank(const StepBatch& b) {
   }
   const int rows = static_cast<int>(b.tokens.size());
   KUIPER_ASSIGN_OR_RETURN(Activations acts, activation_rows(rows));
-  const bool recorded = use_graph_ && is_decode_rows(b);
+  const bool decode_rows = use_graph_ && is_decode_rows(b);
+  decode_rows_streak_ = decode_rows && rows == last_decode_rows_ ? decode_rows_streak_ + 1 : 1;
+  last_decode_rows_ = decode_rows ? rows : 0;
+  const bool recorded =
+      decode_rows && (decode_rows_graphs_.count(rows) != 0 || decode_rows_streak_ >= kSteadySteps);
   KUIPER_RETURN_IF_ERROR(upload_step(b, acts, recorded));
   if (!recorded) {
     KUIPER_RETURN_IF_ERROR(run_step(b, acts, logits));

@@ -258,6 +258,10 @@ class LlamaModel {
   bool use_graph_ = false;
   std::unique_ptr<DeviceGraph> decode_graph_;  // recorded on the first decode step
   std::map<int, std::unique_ptr<DeviceGraph>> decode_rows_graphs_;  // by row count (is_decode_rows)
+  // A row count is recorded only once it has run kSteadySteps decode steps in a row: while a
+  // server's batch grows or shrinks every step, recording each passing size would stall it.
+  static constexpr int kSteadySteps = 4;
+  int last_decode_rows_ = 0, decode_rows_streak_ = 0;
   std::vector<int32_t> wide_tables_;  // host staging for block tables at their full width
 };
 
