@@ -8,6 +8,7 @@
 
 #include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
+#include "kuiper/engine/engine.h"
 #include "kuiper/model/llama_model.h"
 #include "test/test_util.h"
 
@@ -97,6 +98,48 @@ Checkpoint stories() {
 TEST_F(CudaTensorParallel, StoriesFp32GreedyIdentical) {
   const Checkpoint c = stories();
   for (int ranks : {2, 4}) expect_split_matches(c, DataType::kFP32, ranks, 64, 1e-5, true);
+}
+
+// Several sequences in the engine (batched steps, the steady ones replayed from a CUDA graph per
+// rank): the split model's greedy tokens equal one GPU's for every sequence.
+TEST_F(CudaTensorParallel, EngineBatchFp32GreedyIdentical) {
+  const Checkpoint c = stories();
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
+  const auto run = [&](int ranks) {
+    ModelOptions model;
+    model.device = DeviceType::kCUDA;
+    model.weight_dtype = DataType::kFP32;
+    model.tensor_parallel = ranks;
+    auto engine = Engine::create(c.config, c.weights, model, *tokenizer, EngineOptions{.max_seqs = 6, .max_step_rows = 64});
+    CHECK(engine.ok()) << engine.status().to_string();
+    std::vector<std::vector<int32_t>> tokens(6);
+    for (int i = 0; i < 6; ++i) {
+      SamplingParams p;
+      p.temperature = 0.f;
+      p.max_tokens = 40;
+      p.ignore_eos = true;
+      std::vector<int32_t> prompt = {1, 403 + i, 407, 261 + 3 * i, 378};
+      CHECK((*engine)->submit(prompt, p, [&tokens, i](const RequestOutput& out) {
+                       tokens[i].insert(tokens[i].end(), out.tokens.begin(), out.tokens.end());
+                     }).ok());
+    }
+    for (;;) {
+      auto busy = (*engine)->step();
+      CHECK(busy.ok()) << busy.status().to_string();
+      if (!*busy) break;
+    }
+    return tokens;
+  };
+  const auto whole = run(1);
+  for (int ranks : {2, 4}) {
+    if (cuda_device_count() < ranks) continue;
+    const auto split = run(ranks);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(whole[i].size(), 40u);
+      EXPECT_EQ(split[i], whole[i]) << ranks << " ranks, sequence " << i;
+    }
+    std::printf("engine, 6 sequences x 40 greedy tokens, %d ranks: %s\n", ranks, split == whole ? "identical" : "differ");
+  }
 }
 
 // bf16 rounds each rank's normed inputs and the KV cache alike; the partial sums are added in
