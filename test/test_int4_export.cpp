@@ -31,8 +31,8 @@ Checkpoint stories260k() { return load_checkpoint(test::source_path("models/stor
 // stories260K in kuiper's int4 scheme: GPTQ against `tokens` tokens the model writes itself,
 // the token embedding (also the classifier) int8.
 Checkpoint gptq_int4(const Checkpoint& fp32, int64_t tokens) {
-  const auto sequences = self_generated_sequences(fp32.config, fp32.weights, tokens, 512, 1).value();
-  const CalibrationInputs inputs = collect_calibration_inputs(fp32.config, fp32.weights, sequences).value();
+  CalibrationInputs inputs(fp32.config, fp32.weights,
+                           self_generated_sequences(fp32.config, fp32.weights, tokens, 512, 1).value());
   ConvertOptions options;
   options.embedding = WeightFormat{DataType::kINT8, 64};
   options.calibration = &inputs;

@@ -144,16 +144,17 @@ StatusOr<std::vector<std::vector<int32_t>>> calibration_sequences(const Flags& f
   return text_sequences(ids, in.config.bos_id, f.calibration_tokens, length);
 }
 
-// GPTQ's calibration inputs for an int4 output; none when --calibration-tokens is 0.
+// GPTQ's calibration inputs for an int4 output, collected while converting; none when
+// --calibration-tokens is 0.
 StatusOr<std::optional<CalibrationInputs>> calibrate(const Flags& f, const WeightFormat& format, const Checkpoint& in) {
   if (format.dtype != DataType::kINT4 || f.calibration_tokens == 0) return std::optional<CalibrationInputs>();
   const auto start = std::chrono::steady_clock::now();
   KUIPER_ASSIGN_OR_RETURN(auto sequences, calibration_sequences(f, in));
-  KUIPER_ASSIGN_OR_RETURN(CalibrationInputs inputs, collect_calibration_inputs(in.config, in.weights, sequences));
-  std::printf("calibration: %lld tokens in %zu sequences (%s), %.1f s\n", static_cast<long long>(inputs.tokens),
-              sequences.size(), f.calibration.empty() ? "written by the model" : f.calibration.c_str(),
+  std::optional<CalibrationInputs> inputs(std::in_place, in.config, in.weights, std::move(sequences));
+  std::printf("calibration text: %lld tokens (%s), %.1f s\n", static_cast<long long>(inputs->tokens()),
+              f.calibration.empty() ? "written by the model" : f.calibration.c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return std::optional<CalibrationInputs>(std::move(inputs));
+  return inputs;
 }
 
 // One line per matrix, or a progress bar redrawn in place when stdout is a terminal.
@@ -210,7 +211,9 @@ Status run(const Flags& flags) {
   ProgressReport report;
   const auto start = std::chrono::steady_clock::now();
   KUIPER_ASSIGN_OR_RETURN(Checkpoint out, convert_checkpoint(in, format, std::ref(report), options));
-  std::printf("converted in %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::printf("converted in %.1f s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (calibration) std::printf(" (GPTQ; %d pass(es) over the calibration text)", calibration->passes());
+  std::printf("\n");
   if (format.dtype == DataType::kINT8 || format.dtype == DataType::kINT4) {
     std::printf("largest quantization error of any group: %.6g (%s)\n", report.worst_error(),
                 report.worst_name().c_str());

@@ -90,7 +90,10 @@ StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const Weig
     op::Weight& w = *matrices[i].weight;
     const bool embedding = is_embedding(matrices[i].name) && options.embedding;
     const WeightFormat& target = embedding ? *options.embedding : format;
-    const InputGram* inputs = options.calibration ? options.calibration->for_matrix(matrices[i].name) : nullptr;
+    const InputGram* inputs = nullptr;
+    if (options.calibration && target.dtype == DataType::kINT4) {
+      KUIPER_ASSIGN_OR_RETURN(inputs, options.calibration->for_matrix(matrices[i].name));
+    }
     double error = 0;
     if (!already_in(w, target)) {
       auto converted = convert_matrix(w, target, inputs);
@@ -107,7 +110,7 @@ StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const Weig
   }
   out.format = checkpoint.format + " as " + weight_format_name(format);
   if (options.embedding) out.format += ", embedding " + weight_format_name(*options.embedding);
-  if (options.calibration) out.format += ", GPTQ on " + std::to_string(options.calibration->tokens) + " tokens";
+  if (options.calibration) out.format += ", GPTQ on " + std::to_string(options.calibration->tokens()) + " tokens";
   return out;
 }
 

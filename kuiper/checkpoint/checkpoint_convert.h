@@ -33,8 +33,8 @@ struct ConvertOptions {
   // int4 files keep them int8, as llama.cpp's 4-bit presets keep the output matrix at 6-8 bits).
   std::optional<WeightFormat> embedding;
   // int4 only: the layers' matrices (and a separate classifier) quantized by GPTQ against these
-  // inputs of the original model, instead of each group on its own.
-  const CalibrationInputs* calibration = nullptr;
+  // inputs of the original model, instead of each group on its own (collected as needed).
+  CalibrationInputs* calibration = nullptr;
 };
 
 // A host checkpoint whose matrices (token embedding included) are all in `format`, but for what
