@@ -5,6 +5,7 @@
 
 #include "kuiper/checkpoint/formats/formats.h"
 #include "kuiper/checkpoint/checkpoint_tensors.h"
+#include "kuiper/checkpoint/formats/kuiper_matrix_storage.h"
 #include "kuiper/checkpoint/formats/kuiper_metadata.h"
 #include "kuiper/checkpoint/formats/safetensors.h"
 #include "kuiper/op/int4_weight.h"
@@ -69,6 +70,7 @@ StatusOr<op::Weight> read_matrix(const SafetensorsFile& file, const MatrixSpec& 
 StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
   KUIPER_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(mapped->path()));
   KUIPER_ASSIGN_OR_RETURN(KuiperHeader h, parse_kuiper_metadata(file.metadata(), file.path()));
+  KUIPER_ASSIGN_OR_RETURN(auto own_storage, matrix_storage(file.metadata(), h, file.path()));
   Checkpoint ckpt{h.config, {}, "kuiper v" + std::to_string(h.version) + " (" +
                                     weight_format_name(h.weights) + ")", file.path(), {}};
   LlamaWeights& w = ckpt.weights;
@@ -77,8 +79,8 @@ StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
   const std::vector<NamedMatrix> slots = named_matrices(w, h.config.shared_classifier);
   size_t expected_tensors = named_norms(w, h.config).size();
   for (size_t i = 0; i < specs.size(); ++i) {
-    const auto own = h.matrix_storage.find(specs[i].name);
-    const WeightFormat& storage = own != h.matrix_storage.end() ? own->second : h.weights;
+    const auto own = own_storage.find(specs[i].name);
+    const WeightFormat& storage = own != own_storage.end() ? own->second : h.weights;
     KUIPER_ASSIGN_OR_RETURN(*slots[i].weight, read_matrix(file, specs[i], storage));
     expected_tensors += tensors_per_matrix(storage);
   }
@@ -134,9 +136,9 @@ Status save_kuiper(const Checkpoint& checkpoint, const std::string& path) {
   Checkpoint ckpt = checkpoint;  // views only; the name lists need a mutable one
   KUIPER_ASSIGN_OR_RETURN(FileStorage storage, file_storage(ckpt));
   SafetensorsWriter writer;
-  for (const auto& [key, value] : kuiper_metadata(ckpt.config, storage.weights, storage.exceptions)) {
-    writer.set_metadata(key, value);
-  }
+  Metadata metadata = kuiper_metadata(ckpt.config, storage.weights);
+  add_matrix_storage(metadata, storage.exceptions);
+  for (const auto& [key, value] : metadata) writer.set_metadata(key, value);
   for (const NamedMatrix& m : named_matrices(ckpt.weights, ckpt.config.shared_classifier)) {
     KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".weight", m.weight->values));
     if (m.weight->is_quantized()) KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".scales", m.weight->scales));

@@ -5,29 +5,36 @@
 #include <nlohmann/json.hpp>
 
 #include "kuiper/checkpoint/checkpoint_tensors.h"
-#include "kuiper/checkpoint/formats/kuiper_metadata.h"
 
 namespace kuiper {
 
 using json = nlohmann::json;
 
-std::string matrix_storage_json(const std::map<std::string, WeightFormat>& storage) {
+void add_matrix_storage(Metadata& metadata, const std::map<std::string, WeightFormat>& storage) {
+  if (storage.empty()) return;
   json out = json::object();
   for (const auto& [name, format] : storage) {
     const StorageFields f = storage_fields(format);
     out[name] = {{"weights", f.weights}, {"quantization", f.quantization}, {"group_size", f.group_size}};
   }
-  return out.dump();
+  metadata["format_version"] = std::to_string(kMatrixStorageVersion);
+  metadata[kMatrixStorageKey] = out.dump();
 }
 
-StatusOr<std::map<std::string, WeightFormat>> parse_matrix_storage(const std::string& text, const LlamaConfig& config,
-                                                                   int version, const std::string& source) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+StatusOr<std::map<std::string, WeightFormat>> matrix_storage(const Metadata& metadata, const KuiperHeader& header,
+                                                             const std::string& source) {
+  std::map<std::string, WeightFormat> out;
+  const auto it = metadata.find(kMatrixStorageKey);
+  if (it == metadata.end()) return out;
+  if (header.version < kMatrixStorageVersion) {
+    return invalid_format(source + ": \"" + kMatrixStorageKey + "\" needs format version " +
+                          std::to_string(kMatrixStorageVersion) + ", the file is version " + std::to_string(header.version));
+  }
+  const json j = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return invalid_format(source + ": \"" + kMatrixStorageKey + "\" is not a JSON object");
   }
-  const std::vector<MatrixSpec> specs = matrix_specs(config);
-  std::map<std::string, WeightFormat> out;
+  const std::vector<MatrixSpec> specs = matrix_specs(header.config);
   for (const auto& [name, entry] : j.items()) {
     const bool is_matrix = std::any_of(specs.begin(), specs.end(), [&](const MatrixSpec& s) { return s.name == name; });
     if (!is_matrix) return invalid_format(source + ": \"" + kMatrixStorageKey + "\" names " + name + ", no matrix of this model");
@@ -36,7 +43,7 @@ StatusOr<std::map<std::string, WeightFormat>> parse_matrix_storage(const std::st
       return it != entry.end() && it->is_string() ? it->get<std::string>() : std::string();
     };
     KUIPER_ASSIGN_OR_RETURN(out[name], parse_weight_storage({field("weights"), field("quantization"), field("group_size")},
-                                                            version, source + ": " + name));
+                                                            header.version, source + ": " + name));
   }
   return out;
 }

@@ -9,19 +9,21 @@
 #include <map>
 #include <string>
 
-#include "kuiper/checkpoint/checkpoint_convert.h"
-#include "kuiper/model/llama_config.h"
+#include "kuiper/checkpoint/formats/kuiper_metadata.h"
 
 namespace kuiper {
 
 inline constexpr const char* kMatrixStorageKey = "matrix_storage";
 inline constexpr int kMatrixStorageVersion = 3;
 
-std::string matrix_storage_json(const std::map<std::string, WeightFormat>& storage);
+// Records `storage` (matrices stored unlike the file's "weights") in `metadata`, making the file
+// version 3; nothing when it is empty.
+void add_matrix_storage(Metadata& metadata, const std::map<std::string, WeightFormat>& storage);
 
-// The storage of each matrix `text` names; refuses text that is not such an object, a name that
-// is no matrix of a model of `config`, and a storage parse_weight_storage refuses.
-StatusOr<std::map<std::string, WeightFormat>> parse_matrix_storage(const std::string& text, const LlamaConfig& config,
-                                                                   int version, const std::string& source);
+// The storage of each matrix the metadata of the file `header` describes lists; refuses the key in
+// a file older than version 3, text that is not a JSON object, a name that is no matrix of the
+// model and a storage parse_weight_storage refuses.
+StatusOr<std::map<std::string, WeightFormat>> matrix_storage(const Metadata& metadata, const KuiperHeader& header,
+                                                             const std::string& source);
 
 }  // namespace kuiper

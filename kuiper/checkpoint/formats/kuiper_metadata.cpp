@@ -2,8 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kuiper/checkpoint/formats/kuiper_matrix_storage.h"
-
 namespace kuiper {
 namespace {
 
@@ -107,20 +105,14 @@ StatusOr<WeightFormat> parse_weight_storage(const StorageFields& fields, int ver
   return f;
 }
 
-Metadata kuiper_metadata(const LlamaConfig& config, const WeightFormat& weights,
-                         const std::map<std::string, WeightFormat>& matrix_storage) {
+Metadata kuiper_metadata(const LlamaConfig& config, const WeightFormat& weights) {
   const StorageFields fields = storage_fields(weights);
-  Metadata m{{"format", kKuiperFormatName},
-             {"format_version", std::to_string(kuiper_format_version(weights))},
-             {"config", config_to_json(config).dump()},
-             {"weights", fields.weights},
-             {"quantization", fields.quantization},
-             {"group_size", fields.group_size}};
-  if (!matrix_storage.empty()) {
-    m["format_version"] = std::to_string(kMatrixStorageVersion);
-    m[kMatrixStorageKey] = matrix_storage_json(matrix_storage);
-  }
-  return m;
+  return {{"format", kKuiperFormatName},
+          {"format_version", std::to_string(kuiper_format_version(weights))},
+          {"config", config_to_json(config).dump()},
+          {"weights", fields.weights},
+          {"quantization", fields.quantization},
+          {"group_size", fields.group_size}};
 }
 
 StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& m, const std::string& source) {
@@ -150,10 +142,6 @@ StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& m, const std::strin
   Status valid = h.config.validate();
   if (!valid.ok()) return Status(valid.code(), source + ": " + valid.message());
   KUIPER_ASSIGN_OR_RETURN(h.weights, parse_weight_storage({weights, quantization, group_size}, h.version, source));
-  if (auto it = m.find(kMatrixStorageKey); it != m.end()) {
-    if (h.version < 3) return invalid_format(source + ": \"" + kMatrixStorageKey + "\" needs format version 3, the file says " + version);
-    KUIPER_ASSIGN_OR_RETURN(h.matrix_storage, parse_matrix_storage(it->second, h.config, h.version, source));
-  }
   return h;
 }
 

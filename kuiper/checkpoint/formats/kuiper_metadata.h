@@ -41,17 +41,15 @@ StatusOr<WeightFormat> parse_weight_storage(const StorageFields& fields, int ver
 
 using Metadata = std::map<std::string, std::string>;
 
-// Metadata for a checkpoint of `config` whose matrices are stored as `weights`, but for those
-// `matrix_storage` names (which make it a version 3 file).
-Metadata kuiper_metadata(const LlamaConfig& config, const WeightFormat& weights,
-                         const std::map<std::string, WeightFormat>& matrix_storage = {});
+// Metadata for a checkpoint of `config` whose matrices are stored as `weights` (those stored
+// otherwise: kuiper_matrix_storage.h).
+Metadata kuiper_metadata(const LlamaConfig& config, const WeightFormat& weights);
 
 // The config and weight format recorded in `metadata`; `source` names the file in errors.
 struct KuiperHeader {
   int version = 0;
   LlamaConfig config;
   WeightFormat weights;
-  std::map<std::string, WeightFormat> matrix_storage;  // matrices stored unlike `weights`
 };
 StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& metadata, const std::string& source);
 
