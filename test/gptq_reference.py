@@ -9,10 +9,15 @@ without the lazy batches, which only reorder the same arithmetic), in float64:
 
 with each int4 group's code chosen when its first weight is reached, from its current values,
 by kuiper's bounded code search (int4_code_search.h: a 9 × 9 grid of steps and minimums keeping
-every weight within half of the plain step, then a least-squares refit). kuiper works in fp32,
+every weight within half of the plain step, then a least-squares refit), λ = 0.1% as kuiper
+dampens, and last the refit of int4_code_refit.h: with the nibbles fixed, for each row the codes
+of the groups lying within it that minimize (w − ŵ) H (w − ŵ)ᵀ (w the original row), kept where
+that lowers the row's error with positive scales. kuiper works in fp32,
 the reference in float64, so a rare weight near a rounding boundary may take the other level
-and the rest of its row then differs a little: the check is that almost every weight agrees and
-the output errors ‖X Wᵀ − X Ŵᵀ‖² agree within 2%, and both are far below the searched codes'.
+and the rest of its row then differs a little: the check is that most weights agree (85%) and
+the output errors ‖X Wᵀ − X Ŵᵀ‖² agree within 5% (at 0.1% dampening a differing level moves
+more of the row than at the paper's 1%, where they agreed within 0.5%), and both are far below
+the searched codes'.
 
 Usage: gptq_reference.py --probe build/test/gptq_probe [--work-dir D]
 """
@@ -84,8 +89,9 @@ def gptq(w, x, group_size, with_min):
     w = w.astype(np.float64).copy()
     rows, cols = w.shape
     h = x.astype(np.float64).T @ x.astype(np.float64)
-    h[np.diag_indices(cols)] += 0.01 * np.mean(np.diag(h))
+    h[np.diag_indices(cols)] += 0.001 * np.mean(np.diag(h))
     u = np.linalg.cholesky(np.linalg.inv(h)).T
+    original = w.copy()
     flat_codes = {}
     out = np.zeros_like(w)
     for j in range(cols):
@@ -98,6 +104,39 @@ def gptq(w, x, group_size, with_min):
         out[:, j] = q
         e = (w[:, j] - q) / u[j, j]
         w[:, j + 1:] -= np.outer(e, u[j, j + 1:])
+    return refit(original, out, flat_codes, h, group_size, with_min)
+
+
+def refit(original, quantized, codes, h, group_size, with_min):
+    rows, cols = original.shape
+    out = quantized.copy()
+    for r in range(rows):
+        inside = [g for g in range(-(-r * cols // group_size), (r + 1) * cols // group_size)]
+        if not inside:
+            continue
+        columns = []
+        for g in inside:
+            span = np.arange(g * group_size, (g + 1) * group_size) - r * cols
+            scale, minimum = codes[g]
+            levels = np.rint((quantized[r, span] - minimum) / scale)
+            a = np.zeros(cols)
+            a[span] = levels
+            columns.append(a)
+            if with_min:
+                ones = np.zeros(cols)
+                ones[span] = 1
+                columns.append(ones)
+        a = np.stack(columns, 1)
+        fixed = quantized[r].copy()
+        fixed[a.any(1)] = 0
+        theta = np.linalg.solve(a.T @ h @ a, a.T @ h @ (original[r] - fixed))
+        candidate = fixed + a @ theta
+        scales = theta[0::2] if with_min else theta
+
+        def error(q):
+            return (original[r] - q) @ h @ (original[r] - q)
+        if np.all(scales > 0) and error(candidate) < error(quantized[r]):
+            out[r] = candidate
     return out
 
 
@@ -147,7 +186,7 @@ def main():
         plain = searched(w, group_size, scheme == "min")
         agree = float(np.mean(np.abs(kuiper - reference) <= 1e-5 * (1 + np.abs(reference))))
         e_kuiper, e_reference, e_plain = (output_error(x, w, q) for q in (kuiper, reference, plain))
-        ok = agree >= 0.9 and abs(e_kuiper / e_reference - 1) <= 0.02 and e_kuiper < 0.8 * e_plain
+        ok = agree >= 0.85 and abs(e_kuiper / e_reference - 1) <= 0.05 and e_kuiper < 0.5 * e_plain
         print(f"{'ok  ' if ok else 'FAIL'} {label}: {agree:.1%} of weights agree; output error kuiper {e_kuiper:.5g}, "
               f"reference {e_reference:.5g}, searched codes alone {e_plain:.5g}")
         failures += not ok

@@ -1,8 +1,9 @@
 // GPTQ over int4 groups (model/int4_gptq.h): on inputs whose columns are correlated it leaves a
-// clearly smaller output error ‖X Wᵀ − X Ŵᵀ‖ than quantizing each group on its own — which it
-// equals when the inputs are uncorrelated, since then no column can cancel another's error; its
-// codes are valid weights of either scheme, also where groups span rows; malformed requests are
-// refused. The Gram matrix of the inputs (model/input_gram.h) is checked against a direct sum.
+// several times smaller output error ‖X Wᵀ − X Ŵᵀ‖ than quantizing each group on its own; when
+// the inputs are uncorrelated no column can cancel another's error and only the refit of the
+// codes (int4_code_refit.h) acts, which never raises the error; its codes are valid weights of
+// either scheme, also where groups span rows; malformed requests are refused. The Gram matrix of
+// the inputs (model/input_gram.h) is checked against a direct sum.
 #include <cmath>
 #include <random>
 
@@ -81,22 +82,24 @@ TEST_P(Int4Gptq, BeatsSearchedCodesOnCorrelatedInputs) {
   const double gptq_error = output_error(inputs, w, gptq), searched_error = output_error(inputs, w, searched);
   std::printf("output error: GPTQ %.4g, searched codes %.4g (%.2f)\n", gptq_error, searched_error,
               gptq_error / searched_error);
-  // Without the update of the later columns GPTQ is the searched quantizer (ratio 1).
-  EXPECT_LT(gptq_error, 0.8 * searched_error);
+  // Without the update of the later columns only the refit of the codes would act (ratio 0.9-1);
+  // with it, 0.08-0.13 when this was written.
+  EXPECT_LT(gptq_error, 0.5 * searched_error);
 }
 
-TEST_P(Int4Gptq, IsTheSearchedQuantizerOnUncorrelatedInputs) {
+TEST_P(Int4Gptq, NeverWorseThanSearchedCodesOnUncorrelatedInputs) {
   const Case c = GetParam();
   std::mt19937 rng(12);
   const Tensor w = gaussian({c.rows, c.cols}, rng);
-  // Inputs with a diagonal Gram matrix: H⁻¹'s Cholesky factor is diagonal, so no error moves.
+  // Inputs with a diagonal Gram matrix: H⁻¹'s Cholesky factor is diagonal, so no error moves and
+  // the nibbles are the searched codes'; the refit may only lower the error.
   Tensor x = Tensor::zeros_cpu(DataType::kFP32, {c.cols, c.cols}).value();
   for (int64_t i = 0; i < c.cols; ++i) x.data<float>()[i * c.cols + i] = 0.5f + static_cast<float>(i % 5);
   InputGram inputs(static_cast<int>(c.cols));
   KUIPER_ASSERT_OK(inputs.add(x));
   KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight searched, quantize_int4(w, c.group_size, c.scheme));
   KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight gptq, quantize_int4_gptq(w, inputs, c.group_size, c.scheme));
-  EXPECT_EQ(test::to_host(dequantize_weight(gptq).value()), test::to_host(dequantize_weight(searched).value()));
+  EXPECT_LE(output_error(inputs, w, gptq), output_error(inputs, w, searched) * (1 + 1e-6));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Int4Gptq,

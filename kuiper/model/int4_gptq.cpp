@@ -3,11 +3,13 @@
 #include <armadillo>
 #include <vector>
 
+#include "kuiper/model/int4_code_refit.h"
+
 namespace kuiper {
 namespace {
 
-// The upper triangular U with (H + dampening)⁻¹ = Uᵀ U, H being `inputs`' Gram matrix.
-StatusOr<arma::mat> inverse_cholesky(const InputGram& inputs) {
+// `inputs`' Gram matrix H, dampened.
+arma::mat dampened_gram(const InputGram& inputs) {
   const int n = inputs.dim();
   arma::mat h(inputs.sums());
   h.reshape(n, n);  // symmetric: row- and column-major agree
@@ -17,10 +19,15 @@ StatusOr<arma::mat> inverse_cholesky(const InputGram& inputs) {
     if (h(i, i) == 0) h(i, i) = 1;
   }
   h.diag() += kGptqDampening * arma::mean(h.diag());
+  return h;
+}
+
+// The upper triangular U with H⁻¹ = Uᵀ U.
+StatusOr<arma::mat> inverse_cholesky(const arma::mat& h) {
   arma::mat inverse, upper;
   if (!arma::inv_sympd(inverse, h) || !arma::chol(upper, inverse, "upper")) {
-    return invalid_argument("the calibration inputs' Gram matrix (" + std::to_string(n) + " × " + std::to_string(n) +
-                            ") is not positive definite even after dampening");
+    return invalid_argument("the calibration inputs' Gram matrix (" + std::to_string(h.n_rows) + " × " +
+                            std::to_string(h.n_rows) + ") is not positive definite even after dampening");
   }
   return upper;
 }
@@ -38,7 +45,8 @@ StatusOr<op::Weight> quantize_int4_gptq(const Tensor& values, const InputGram& i
     return invalid_argument("GPTQ of " + values.describe() + " needs calibration inputs of width " + std::to_string(cols) +
                             ", got " + std::to_string(inputs.rows()) + " rows of width " + std::to_string(inputs.dim()));
   }
-  KUIPER_ASSIGN_OR_RETURN(arma::mat u, inverse_cholesky(inputs));
+  const arma::mat h = dampened_gram(inputs);
+  KUIPER_ASSIGN_OR_RETURN(arma::mat u, inverse_cholesky(h));
   const bool with_min = scheme == Int4Scheme::kWithMin;
   float* v = w.data<float>();
   std::vector<Int4GroupCode> codes(w.numel() / group_size);
@@ -70,6 +78,8 @@ StatusOr<op::Weight> quantize_int4_gptq(const Tensor& values, const InputGram& i
       for (int64_t k = j + 1; k < cols; ++k) row[k] -= static_cast<float>(error[r] * u_row[k]);
     }
   }
+  refit_int4_codes(std::span(source.data<float>(), source.numel()), std::span(v, w.numel()), codes, rows, cols,
+                   group_size, with_min, std::span(h.memptr(), h.n_elem));
   return int4_weight_from_codes(w, codes, group_size, scheme);
 }
 

@@ -18,8 +18,9 @@
 namespace kuiper {
 
 // Dampening added to H's diagonal, as a fraction of its mean: keeps H⁻¹ well conditioned where the
-// calibration inputs leave directions unexplored (the paper's 1%).
-inline constexpr double kGptqDampening = 0.01;
+// calibration inputs leave directions unexplored. The paper's 1% cost stories260K 0.1-0.2% of
+// perplexity against 0.1% with the codes refit (docs/performance.md).
+inline constexpr double kGptqDampening = 0.001;
 
 // `values` [rows, cols] quantized like quantize_int4 does (same refusals), with `inputs` the Gram
 // matrix of its calibration inputs (width cols, at least one row).
