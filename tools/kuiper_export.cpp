@@ -109,6 +109,9 @@ Status save(const Flags& flags, const Checkpoint& out) {
 }
 
 StatusOr<WeightFormat> weight_format(const Flags& f) {
+  if (f.int4_flags_given && f.quant != "int4") {
+    return invalid_argument("--embedding, --calibration and --calibration-tokens go with --quant int4 only");
+  }
   if (f.quant != "none" && !f.dtype.empty()) {
     return invalid_argument("--dtype chooses an unquantized dtype; it does not go with --quant " + f.quant);
   }
@@ -121,7 +124,6 @@ StatusOr<WeightFormat> weight_format(const Flags& f) {
     return WeightFormat{DataType::kINT4, f.group_size > 0 ? f.group_size : kDefaultInt4GroupSize,
                         f.int4_scheme == "min" ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric};
   }
-  if (f.int4_flags_given) return invalid_argument("--embedding and the calibration flags go with --quant int4 only");
   if (f.out_format == "llama2c-v2") return invalid_argument("llama2c-v2 files are int8: use --quant int8");
   for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16}) {
     if ((f.dtype.empty() ? "fp32" : f.dtype) == dtype_name(d)) return WeightFormat{d, 0};
@@ -197,7 +199,9 @@ Status run(const Flags& flags) {
     return invalid_argument("input " + flags.in + " and output " + flags.out + " are the same file");
   }
   KUIPER_ASSIGN_OR_RETURN(Checkpoint in, load_checkpoint(flags.in, {flags.in_format}));
-  if (flags.check_tensors) KUIPER_RETURN_IF_ERROR(check_tensors_finite(in));
+  // Calibration runs the model: a NaN weight would surface as NaN logits, so it is named first.
+  const bool calibrating = format.dtype == DataType::kINT4 && flags.calibration_tokens > 0;
+  if (flags.check_tensors || calibrating) KUIPER_RETURN_IF_ERROR(check_tensors_finite(in));
   std::printf("read %s: %s, %s\n", flags.in.c_str(), in.format.c_str(), in.config.summary().c_str());
   if (flags.out_format == "llama2c-v2") {
     KUIPER_RETURN_IF_ERROR(check_llama2c_v2_group_size(in.config, format.group_size));
@@ -257,7 +261,7 @@ static int program_main(int argc, char** argv) {
   app.add_option("--out-format", flags.out_format, "kuiper (default), llama2c-v2 or gguf (llama.cpp; int8 as Q8_0)")
       ->check(CLI::IsMember({"kuiper", "llama2c-v2", "gguf"}));
   app.add_option("--tokenizer", flags.tokenizer,
-                 "with gguf: the tokenizer to store (default: the input's own, or tokenizer.model/.json beside it)");
+                 "the tokenizer a gguf output stores and --calibration's text is read with (default: the input's own, or tokenizer.model/.json beside it)");
   app.add_option("--embedding", flags.embedding,
                  "with --quant int4: the token embedding and classifier in int8 (default; groups of 64) or int4")
       ->check(CLI::IsMember({"int8", "int4"}));
