@@ -1,5 +1,6 @@
 // kuiper's own checkpoint format: a safetensors file with kuiper metadata (kuiper_metadata.h),
-// holding fp32/fp16/bf16, int8 or (format version 2) int4 matrices, (version 3) not all alike. Tensors are used in place from the mapped file.
+// holding fp32/fp16/bf16, int8 or (format version 2) int4 matrices, from version 3 not all alike
+// (kuiper_matrix_storage.h). Tensors are used in place from the mapped file.
 #pragma once
 
 #include <string>
