@@ -143,6 +143,13 @@ def number_cases(c, tmp):
               ["layers.0.wq", "NaN"])
     c.refused("NaN weight exported as int8", "kuiper_export", [nan_matrix, os.path.join(tmp, "out.kuiper")],
               ["layers.0.wq", "NaN"])
+    c.refused("NaN weight exported as int4 (calibration runs the model)", "kuiper_export",
+              [nan_matrix, os.path.join(tmp, "out.kuiper"), "--quant", "int4"], ["layers.0.wq", "NaN"])
+    c.refused("--calibration without --quant int4", "kuiper_export",
+              [STORIES, os.path.join(tmp, "out.kuiper"), "--calibration", TOK512], ["--quant int4"])
+    missing_text = os.path.join(tmp, "no_such_text.txt")
+    c.refused("missing calibration text", "kuiper_export",
+              [STORIES, os.path.join(tmp, "out.kuiper"), "--quant", "int4", "--calibration", missing_text], [missing_text])
     # Without the check a NaN model runs to the sampler, which refuses NaN logits.
     c.refused("NaN logits reach the sampler", "llama_infer", ["-m", nan_matrix, "-t", TOK512, "-n", "4"], ["NaN"])
     c.refused("--max-reply 0", "llama_chat", ["--max-reply", "0"], ["--max-reply", "1 to 16777216"], code=2)

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kuiper/checkpoint/checkpoint_tensors.h"
+#include "kuiper/model/int4_gptq.h"
 #include "kuiper/model/int8_quantize.h"
 #include "kuiper/model/dequantize.h"
 #include "kuiper/model/float_convert.h"
@@ -36,12 +37,16 @@ StatusOr<Tensor> as_fp32(const op::Weight& w) {
   return place_fp32(w.values, cpu_allocator());
 }
 
-// `w` in `format` and the largest error that introduced.
-StatusOr<std::pair<op::Weight, double>> convert_matrix(const op::Weight& w, const WeightFormat& f) {
+// `w` in `format` (by GPTQ against `inputs` when int4 and given) and the largest error that
+// introduced.
+StatusOr<std::pair<op::Weight, double>> convert_matrix(const op::Weight& w, const WeightFormat& f,
+                                                       const InputGram* inputs) {
   KUIPER_ASSIGN_OR_RETURN(Tensor original, as_fp32(w));
   op::Weight converted;
   if (f.dtype == DataType::kINT8) {
     KUIPER_ASSIGN_OR_RETURN(converted, quantize_int8(original, f.group_size));
+  } else if (f.dtype == DataType::kINT4 && inputs != nullptr) {
+    KUIPER_ASSIGN_OR_RETURN(converted, quantize_int4_gptq(original, *inputs, f.group_size, f.int4_scheme));
   } else if (f.dtype == DataType::kINT4) {
     KUIPER_ASSIGN_OR_RETURN(converted, quantize_int4(original, f.group_size, f.int4_scheme));
   } else {
@@ -50,6 +55,20 @@ StatusOr<std::pair<op::Weight, double>> convert_matrix(const op::Weight& w, cons
   KUIPER_ASSIGN_OR_RETURN(Tensor stored, as_fp32(converted));
   return std::pair{std::move(converted), max_difference(original, stored)};
 }
+
+Status check_format(const WeightFormat& format) {
+  const DataType d = format.dtype;
+  if (d != DataType::kFP32 && d != DataType::kFP16 && d != DataType::kBF16 && !is_quantized(d)) {
+    return invalid_argument("weights can be stored as fp32, fp16, bf16, int8 or int4, not " + std::string(dtype_name(d)));
+  }
+  if (is_quantized(d) && format.group_size <= 0) {
+    return invalid_argument(std::string(dtype_name(d)) + " group size must be positive, got " +
+                            std::to_string(format.group_size));
+  }
+  return ok_status();
+}
+
+bool is_embedding(const std::string& name) { return name == "token_embedding" || name == "classifier"; }
 
 }  // namespace
 
@@ -61,23 +80,23 @@ std::string weight_format_name(const WeightFormat& format) {
 }
 
 StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const WeightFormat& format,
-                                        const ProgressFn& progress) {
-  const DataType d = format.dtype;
-  if (d != DataType::kFP32 && d != DataType::kFP16 && d != DataType::kBF16 && !is_quantized(d)) {
-    return invalid_argument("weights can be stored as fp32, fp16, bf16, int8 or int4, not " + std::string(dtype_name(d)));
-  }
-  if (is_quantized(d) && format.group_size <= 0) {
-    return invalid_argument(std::string(dtype_name(d)) + " group size must be positive, got " +
-                            std::to_string(format.group_size));
-  }
+                                        const ProgressFn& progress, const ConvertOptions& options) {
+  KUIPER_RETURN_IF_ERROR(check_format(format));
+  if (options.embedding) KUIPER_RETURN_IF_ERROR(check_format(*options.embedding));
   Checkpoint out = checkpoint;
   const bool shared = out.config.shared_classifier;
   auto matrices = named_matrices(out.weights, shared);
   for (size_t i = 0; i < matrices.size(); ++i) {
     op::Weight& w = *matrices[i].weight;
+    const bool embedding = is_embedding(matrices[i].name) && options.embedding;
+    const WeightFormat& target = embedding ? *options.embedding : format;
+    const InputGram* inputs = nullptr;
+    if (options.calibration && target.dtype == DataType::kINT4) {
+      KUIPER_ASSIGN_OR_RETURN(inputs, options.calibration->for_matrix(matrices[i].name));
+    }
     double error = 0;
-    if (!already_in(w, format)) {
-      auto converted = convert_matrix(w, format);
+    if (!already_in(w, target)) {
+      auto converted = convert_matrix(w, target, inputs);
       if (!converted.ok()) {
         return Status(converted.status().code(), matrices[i].name + ": " + converted.status().message());
       }
@@ -90,6 +109,8 @@ StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const Weig
     KUIPER_ASSIGN_OR_RETURN(*norm.tensor, place_fp32(*norm.tensor, cpu_allocator()));
   }
   out.format = checkpoint.format + " as " + weight_format_name(format);
+  if (options.embedding) out.format += ", embedding " + weight_format_name(*options.embedding);
+  if (options.calibration) out.format += ", GPTQ on " + std::to_string(options.calibration->tokens()) + " tokens";
   return out;
 }
 

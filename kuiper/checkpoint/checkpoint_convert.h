@@ -4,9 +4,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "kuiper/checkpoint/checkpoint.h"
+#include "kuiper/model/calibration_inputs.h"
 #include "kuiper/model/int4_quantize.h"
 
 namespace kuiper {
@@ -26,11 +28,20 @@ struct MatrixProgress {
 
 using ProgressFn = std::function<void(const MatrixProgress&)>;
 
-// A host checkpoint whose matrices (token embedding included) are all in `format`. Matrices
-// already in that format are shared, not copied; quantized ones in another dtype, group size or
-// scheme are requantized from their dequantized values.
+struct ConvertOptions {
+  // The token embedding and a separate classifier in this format instead of the layers' (kuiper's
+  // int4 files keep them int8, as llama.cpp's 4-bit presets keep the output matrix at 6-8 bits).
+  std::optional<WeightFormat> embedding;
+  // int4 only: the layers' matrices (and a separate classifier) quantized by GPTQ against these
+  // inputs of the original model, instead of each group on its own (collected as needed).
+  CalibrationInputs* calibration = nullptr;
+};
+
+// A host checkpoint whose matrices (token embedding included) are all in `format`, but for what
+// `options` says. Matrices already in their format are shared, not copied; quantized ones in
+// another dtype, group size or scheme are requantized from their dequantized values.
 StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const WeightFormat& format,
-                                        const ProgressFn& progress = nullptr);
+                                        const ProgressFn& progress = nullptr, const ConvertOptions& options = {});
 
 // "int8 (groups of 64)", "int4 with minimum (groups of 32)" or "bf16".
 std::string weight_format_name(const WeightFormat& format);

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
-#include "kuiper/model/int4_code_search.h"
 #include "kuiper/model/quantize_common.h"
 
 namespace kuiper {
 
-StatusOr<op::Weight> quantize_int4(const Tensor& values, int group_size, Int4Scheme scheme) {
+StatusOr<Tensor> int4_quantization_source(const Tensor& values, int group_size) {
   if (group_size <= 0 || group_size % 2 != 0) {
     return invalid_argument("int4 group size must be positive and even, got " + std::to_string(group_size));
   }
@@ -16,21 +16,29 @@ StatusOr<op::Weight> quantize_int4(const Tensor& values, int group_size, Int4Sch
     return invalid_argument("int4 packs two weights a byte along a row; " + values.describe() +
                             " has an odd number of columns");
   }
-  KUIPER_ASSIGN_OR_RETURN(Tensor src, quantization_source(values, group_size));
+  return quantization_source(values, group_size);
+}
+
+StatusOr<op::Weight> int4_weight_from_codes(const Tensor& values, std::span<const Int4GroupCode> codes,
+                                            int group_size, Int4Scheme scheme) {
+  const int64_t groups = values.numel() / group_size;
+  if (static_cast<int64_t>(codes.size()) != groups) {
+    return invalid_argument("int4 weight " + values.describe() + " in groups of " + std::to_string(group_size) +
+                            " needs " + std::to_string(groups) + " codes, got " + std::to_string(codes.size()));
+  }
   const bool with_min = scheme == Int4Scheme::kWithMin;
-  const int64_t groups = src.numel() / group_size;
   op::Weight out{Tensor(), Tensor(), group_size, Tensor()};
-  KUIPER_ASSIGN_OR_RETURN(out.values, Tensor::empty(DataType::kINT4, {src.dim(0), src.dim(1) / 2}, cpu_allocator()));
+  KUIPER_ASSIGN_OR_RETURN(out.values, Tensor::empty(DataType::kINT4, {values.dim(0), values.dim(1) / 2}, cpu_allocator()));
   KUIPER_ASSIGN_OR_RETURN(out.scales, Tensor::empty(DataType::kFP32, {groups}, cpu_allocator()));
   if (with_min) {
     KUIPER_ASSIGN_OR_RETURN(out.mins, Tensor::empty(DataType::kFP32, {groups}, cpu_allocator()));
   }
-  const float* w = src.data<float>();
+  const float* w = values.data<float>();
   auto* packed = out.values.data<uint8_t>();
 #pragma omp parallel for schedule(static) if (groups > 1024)
   for (int64_t g = 0; g < groups; ++g) {
     const float* wg = w + g * group_size;
-    const Int4GroupCode code = search_int4_code(wg, group_size, with_min);
+    const Int4GroupCode& code = codes[g];
     out.scales.data<float>()[g] = code.scale;
     if (with_min) out.mins.data<float>()[g] = code.min;
     uint8_t* dst = packed + g * group_size / 2;
@@ -39,6 +47,17 @@ StatusOr<op::Weight> quantize_int4(const Tensor& values, int group_size, Int4Sch
     }
   }
   return out;
+}
+
+StatusOr<op::Weight> quantize_int4(const Tensor& values, int group_size, Int4Scheme scheme) {
+  KUIPER_ASSIGN_OR_RETURN(Tensor src, int4_quantization_source(values, group_size));
+  const bool with_min = scheme == Int4Scheme::kWithMin;
+  std::vector<Int4GroupCode> codes(src.numel() / group_size);
+  const float* w = src.data<float>();
+  const int64_t groups = static_cast<int64_t>(codes.size());
+#pragma omp parallel for schedule(static) if (groups > 1024)
+  for (int64_t g = 0; g < groups; ++g) codes[g] = search_int4_code(w + g * group_size, group_size, with_min);
+  return int4_weight_from_codes(src, codes, group_size, scheme);
 }
 
 StatusOr<Tensor> dequantize_int4(const op::Weight& weight) {

@@ -123,6 +123,10 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   KUIPER_RETURN_IF_ERROR(config_.validate());
   if (options.tensor_parallel < 1) return invalid_argument("tensor_parallel must be at least 1");
   device_ = options.device;
+  if (options.observe_inputs && (device_ != DeviceType::kCPU || options.tensor_parallel > 1)) {
+    return invalid_argument("matrix inputs can be observed on the CPU without tensor parallelism only");
+  }
+  observe_inputs_ = options.observe_inputs;
   if (device_ == DeviceType::kCUDA && !cuda_available()) return unsupported(cuda_unavailable_reason());
 
   if (options.context < 0) return invalid_argument("context length must be positive");
@@ -483,12 +487,22 @@ Status LlamaModel::run_network(Activations& a, bool fused) {
 }
 
 Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activations& a, bool fused) {
+  const int index = static_cast<int>(&layer - layers_.data());
+  KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttention, a.normed, fused));
   KUIPER_RETURN_IF_ERROR(project_qkv(layer, a, fused));
   KUIPER_RETURN_IF_ERROR(
       attention_.attend(a.q, a.positions, keys(layer, a), values(layer, a), a.paged, a.attention, *ctx_));
+  KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttentionOutput, a.attention, fused));
   KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, a.attention, layer.ffn_norm, a, fused));
+  KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForward, a.normed, fused));
   KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
+  KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForwardHidden, a.hidden, fused));
   return add_to_residual(layer.w2, layer.b2, fused ? a.swiglu : a.hidden, next_norm, a, fused);
+}
+
+Status LlamaModel::observe(int layer, MatrixInput input, const Tensor& rows, bool fused) const {
+  if (!observe_inputs_ || fused) return ok_status();
+  return observe_inputs_(layer, input, rows);
 }
 
 namespace {
@@ -596,6 +610,7 @@ Status LlamaModel::classify(Activations& a, int first, int count, Tensor& logits
 }
 
 Status LlamaModel::classify_rows(const Tensor& normed, int64_t rows, Tensor& logits, bool fused) {
+  KUIPER_RETURN_IF_ERROR(observe(config_.n_layers, MatrixInput::kClassifier, normed, fused));
   Tensor out = logits, staging;
   if (plan_.split_vocab) {
     // This rank computes its columns of the logits; the ranks gather them.

@@ -3,6 +3,7 @@
 // all allocated once at creation.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,18 @@
 #include "kuiper/op/layers.h"
 
 namespace kuiper {
+
+// The inputs a layer's matrix products multiply, as calibration sees them (ModelOptions).
+enum class MatrixInput {
+  kAttention,          // wq, wk, wv: the attention norm's output
+  kAttentionOutput,    // wo: the attention's output
+  kFeedForward,        // w1, w3: the feed-forward norm's output
+  kFeedForwardHidden,  // w2: silu(w1 x) · w3 x
+  kClassifier,         // the classifier: the final norm's output (layer = n_layers)
+};
+// Called with one layer's rows of one MatrixInput (fp32 [rows, width] on the host, valid during
+// the call); an error stops the forward pass.
+using MatrixInputObserver = std::function<Status(int layer, MatrixInput input, const Tensor& rows)>;
 
 struct ModelOptions {
   DeviceType device = DeviceType::kCPU;
@@ -44,6 +57,9 @@ struct ModelOptions {
   // Ranks the model is split over (model/parallel_plan.h): GPUs 0..n-1 on CUDA, threads of
   // this process on the CPU.
   int tensor_parallel = 1;
+  // Calibration (calibration_inputs.h): sees what the matrix products of every pass that is not
+  // a fused decode step multiply (forward_all, prompts). CPU on one rank only.
+  MatrixInputObserver observe_inputs;
 };
 
 // Rows of several sequences for one forward pass (kernel_table.h, PagedKv): row i is token
@@ -190,6 +206,8 @@ class LlamaModel {
   // Embeds the rows and runs every layer; leaves the final norm's input ready for classify.
   Status run_network(Activations& a, bool fused);
   Status run_layer(Layer& layer, const op::RmsNorm& next_norm, Activations& a, bool fused);
+  // Hands `rows` to options.observe_inputs, when set and the pass is not a fused decode step.
+  Status observe(int layer, MatrixInput input, const Tensor& rows, bool fused) const;
   // The layer's cache as the rows `a` address it: the pool when paged, else its first rows.
   static Tensor& keys(Layer& layer, const Activations& a) { return a.paged ? layer.k_cache : layer.k_positions; }
   static Tensor& values(Layer& layer, const Activations& a) { return a.paged ? layer.v_cache : layer.v_positions; }
@@ -247,6 +265,7 @@ class LlamaModel {
   // The device runs the fused kernels (decode_gemv, rope_kv_store) over stacked wq|wk|wv and
   // w1|w3 (kernel_table.h).
   bool fused_ = false;
+  MatrixInputObserver observe_inputs_;
   bool matrices_as_stored_ = false;  // ModelOptions::weight_dtype unset, on the CPU
   DataType matmul_input_dtype_ = DataType::kFP32;  // the table's matmul_input for the weights
   NormHandoff handoff_;       // fused decode only

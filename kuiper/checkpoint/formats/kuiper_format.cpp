@@ -1,9 +1,11 @@
 #include "kuiper/checkpoint/formats/kuiper_format.h"
 
 #include <cstring>
+#include <map>
 
 #include "kuiper/checkpoint/formats/formats.h"
 #include "kuiper/checkpoint/checkpoint_tensors.h"
+#include "kuiper/checkpoint/formats/kuiper_matrix_storage.h"
 #include "kuiper/checkpoint/formats/kuiper_metadata.h"
 #include "kuiper/checkpoint/formats/safetensors.h"
 #include "kuiper/op/int4_weight.h"
@@ -68,20 +70,24 @@ StatusOr<op::Weight> read_matrix(const SafetensorsFile& file, const MatrixSpec& 
 StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
   KUIPER_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(mapped->path()));
   KUIPER_ASSIGN_OR_RETURN(KuiperHeader h, parse_kuiper_metadata(file.metadata(), file.path()));
+  KUIPER_ASSIGN_OR_RETURN(auto own_storage, matrix_storage(file.metadata(), h, file.path()));
   Checkpoint ckpt{h.config, {}, "kuiper v" + std::to_string(h.version) + " (" +
                                     weight_format_name(h.weights) + ")", file.path(), {}};
   LlamaWeights& w = ckpt.weights;
   w.layers.resize(h.config.n_layers);
   const std::vector<MatrixSpec> specs = matrix_specs(h.config);
   const std::vector<NamedMatrix> slots = named_matrices(w, h.config.shared_classifier);
+  size_t expected_tensors = named_norms(w, h.config).size();
   for (size_t i = 0; i < specs.size(); ++i) {
-    KUIPER_ASSIGN_OR_RETURN(*slots[i].weight, read_matrix(file, specs[i], h.weights));
+    const auto own = own_storage.find(specs[i].name);
+    const WeightFormat& storage = own != own_storage.end() ? own->second : h.weights;
+    KUIPER_ASSIGN_OR_RETURN(*slots[i].weight, read_matrix(file, specs[i], storage));
+    expected_tensors += tensors_per_matrix(storage);
   }
   if (h.config.shared_classifier) w.classifier = w.token_embedding;
   for (const NamedVector& norm : named_norms(w, h.config)) {
     KUIPER_ASSIGN_OR_RETURN(*norm.tensor, expect_tensor(file, norm.name + ".weight", DataType::kFP32, {norm.length}));
   }
-  const size_t expected_tensors = specs.size() * tensors_per_matrix(h.weights) + named_norms(w, h.config).size();
   if (file.names().size() != expected_tensors) {
     return invalid_format(file.path() + ": holds " + std::to_string(file.names().size()) +
                           " tensors, a kuiper checkpoint of " + h.config.summary() + " has " +
@@ -90,23 +96,32 @@ StatusOr<Checkpoint> load_kuiper(std::shared_ptr<MappedFile> mapped) {
   return ckpt;
 }
 
-// The one storage all matrices share, or why the checkpoint has none.
-StatusOr<WeightFormat> common_storage(Checkpoint& ckpt) {
-  std::optional<WeightFormat> common;
+WeightFormat storage_of(const op::Weight& w) {
+  return {w.dtype(), w.is_quantized() ? w.group_size : 0,
+          w.mins.is_empty() ? Int4Scheme::kSymmetric : Int4Scheme::kWithMin};
+}
+
+bool same_storage(const WeightFormat& a, const WeightFormat& b) {
+  return a.dtype == b.dtype && a.group_size == b.group_size &&
+         (a.dtype != DataType::kINT4 || a.int4_scheme == b.int4_scheme);
+}
+
+// The storage the file names as its own (the layers' matrices', read from the first layer's wq,
+// which is what a model reports as its weight dtype) and the matrices stored otherwise.
+struct FileStorage {
+  WeightFormat weights;
+  std::map<std::string, WeightFormat> exceptions;
+};
+
+StatusOr<FileStorage> file_storage(Checkpoint& ckpt) {
+  FileStorage out{storage_of(ckpt.weights.layers.front().wq), {}};
   for (const NamedMatrix& m : named_matrices(ckpt.weights, ckpt.config.shared_classifier)) {
-    const WeightFormat f{m.weight->dtype(), m.weight->is_quantized() ? m.weight->group_size : 0,
-                         m.weight->mins.is_empty() ? Int4Scheme::kSymmetric : Int4Scheme::kWithMin};
+    const WeightFormat f = storage_of(*m.weight);
     if (f.dtype == DataType::kINT8) KUIPER_RETURN_IF_ERROR(op::check_int8_weight(*m.weight));
     if (f.dtype == DataType::kINT4) KUIPER_RETURN_IF_ERROR(op::check_int4_weight(*m.weight));
-    if (common && (common->dtype != f.dtype || common->group_size != f.group_size ||
-                   common->int4_scheme != f.int4_scheme)) {
-      return invalid_argument("kuiper files store every matrix alike, but " + m.name + " is " +
-                              weight_format_name(f) + " and others " + weight_format_name(*common) +
-                              " (convert the checkpoint first)");
-    }
-    common = f;
+    if (!same_storage(f, out.weights)) out.exceptions[m.name] = f;
   }
-  return *common;
+  return out;
 }
 
 }  // namespace
@@ -119,9 +134,11 @@ const CheckpointFormat& kuiper_format() {
 Status save_kuiper(const Checkpoint& checkpoint, const std::string& path) {
   KUIPER_RETURN_IF_ERROR(checkpoint.config.validate());
   Checkpoint ckpt = checkpoint;  // views only; the name lists need a mutable one
-  KUIPER_ASSIGN_OR_RETURN(WeightFormat storage, common_storage(ckpt));
+  KUIPER_ASSIGN_OR_RETURN(FileStorage storage, file_storage(ckpt));
   SafetensorsWriter writer;
-  for (const auto& [key, value] : kuiper_metadata(ckpt.config, storage)) writer.set_metadata(key, value);
+  Metadata metadata = kuiper_metadata(ckpt.config, storage.weights);
+  add_matrix_storage(metadata, storage.exceptions);
+  for (const auto& [key, value] : metadata) writer.set_metadata(key, value);
   for (const NamedMatrix& m : named_matrices(ckpt.weights, ckpt.config.shared_classifier)) {
     KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".weight", m.weight->values));
     if (m.weight->is_quantized()) KUIPER_RETURN_IF_ERROR(writer.add(m.name + ".scales", m.weight->scales));

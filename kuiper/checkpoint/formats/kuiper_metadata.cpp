@@ -75,13 +75,44 @@ std::string quantization_name(const WeightFormat& weights) {
 
 int kuiper_format_version(const WeightFormat& weights) { return weights.dtype == DataType::kINT4 ? 2 : 1; }
 
+StorageFields storage_fields(const WeightFormat& weights) {
+  return {std::string(dtype_name(weights.dtype)), quantization_name(weights),
+          std::to_string(is_quantized(weights.dtype) ? weights.group_size : 0)};
+}
+
+StatusOr<WeightFormat> parse_weight_storage(const StorageFields& fields, int version, const std::string& source) {
+  WeightFormat f;
+  try {
+    f.group_size = std::stoi(fields.group_size);
+  } catch (const std::exception&) {
+    return invalid_format(source + ": bad group size \"" + fields.group_size + "\"");
+  }
+  bool known = false;
+  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8, DataType::kINT4}) {
+    if (fields.weights == dtype_name(d)) {
+      f.dtype = d;
+      known = true;
+    }
+  }
+  f.int4_scheme = fields.quantization == "int4-min-grouped" ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric;
+  const bool quantized = is_quantized(f.dtype);
+  if (!known || fields.quantization != quantization_name(f) || (quantized && f.group_size <= 0) ||
+      version < kuiper_format_version(f) || (f.dtype == DataType::kINT4 && f.group_size % 2 != 0)) {
+    return invalid_format(source + ": unsupported weight storage \"" + fields.weights + "\" / quantization \"" +
+                          fields.quantization + "\" / group size " + fields.group_size + " in format version " +
+                          std::to_string(version));
+  }
+  return f;
+}
+
 Metadata kuiper_metadata(const LlamaConfig& config, const WeightFormat& weights) {
+  const StorageFields fields = storage_fields(weights);
   return {{"format", kKuiperFormatName},
           {"format_version", std::to_string(kuiper_format_version(weights))},
           {"config", config_to_json(config).dump()},
-          {"weights", std::string(dtype_name(weights.dtype))},
-          {"quantization", quantization_name(weights)},
-          {"group_size", std::to_string(is_quantized(weights.dtype) ? weights.group_size : 0)}};
+          {"weights", fields.weights},
+          {"quantization", fields.quantization},
+          {"group_size", fields.group_size}};
 }
 
 StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& m, const std::string& source) {
@@ -105,27 +136,12 @@ StatusOr<KuiperHeader> parse_kuiper_metadata(const Metadata& m, const std::strin
   try {
     if (j.is_discarded()) throw std::invalid_argument("not JSON");
     h.config = config_from_json(j);
-    h.weights.group_size = std::stoi(group_size);
   } catch (const std::exception& e) {
     return invalid_format(source + ": bad kuiper config metadata: " + e.what());
   }
   Status valid = h.config.validate();
   if (!valid.ok()) return Status(valid.code(), source + ": " + valid.message());
-  bool known = false;
-  for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8, DataType::kINT4}) {
-    if (weights == dtype_name(d)) {
-      h.weights.dtype = d;
-      known = true;
-    }
-  }
-  h.weights.int4_scheme = quantization == "int4-min-grouped" ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric;
-  const bool quantized = is_quantized(h.weights.dtype);
-  if (!known || quantization != quantization_name(h.weights) || (quantized && h.weights.group_size <= 0) ||
-      h.version < kuiper_format_version(h.weights) ||
-      (h.weights.dtype == DataType::kINT4 && h.weights.group_size % 2 != 0)) {
-    return invalid_format(source + ": unsupported weight storage \"" + weights + "\" / quantization \"" +
-                          quantization + "\" / group size " + group_size + " in format version " + version);
-  }
+  KUIPER_ASSIGN_OR_RETURN(h.weights, parse_weight_storage({weights, quantization, group_size}, h.version, source));
   return h;
 }
 

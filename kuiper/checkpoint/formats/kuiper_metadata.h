@@ -9,6 +9,8 @@
 //                   "int4-symmetric-grouped" (scale = max|w|/7) | "int4-min-grouped" (scale and
 //                   min per group; both op/int4_weight.h)
 //   "group_size": int8/int4 group size, "0" otherwise
+//   "matrix_storage" (version 3): the matrices stored unlike "weights" says
+//             (kuiper_matrix_storage.h), e.g. the int8 token embedding of an int4 file
 // Tensors: "<matrix>.weight" (int4: U8 [rows, cols / 2], two weights a byte) + "<matrix>.scales"
 // (F32, quantized only) + "<matrix>.mins" (F32, int4-min-grouped only) for the names of
 // checkpoint_tensors.h, "<norm>.weight" (fp32) for the norms.
@@ -24,14 +26,23 @@ namespace kuiper {
 
 inline constexpr const char* kKuiperFormatName = "kuiper";
 // The newest version this build reads and writes; it also reads every earlier one.
-inline constexpr int kKuiperFormatVersion = 2;
+inline constexpr int kKuiperFormatVersion = 3;
 
 // The version a file of matrices stored as `weights` is written in: the oldest that holds them.
 int kuiper_format_version(const WeightFormat& weights);
 
+// How a storage is spelled in the metadata: "weights", "quantization" and "group_size".
+struct StorageFields {
+  std::string weights, quantization, group_size;
+};
+StorageFields storage_fields(const WeightFormat& weights);
+// The storage `fields` spell, refused when unknown, inconsistent or newer than `version`.
+StatusOr<WeightFormat> parse_weight_storage(const StorageFields& fields, int version, const std::string& source);
+
 using Metadata = std::map<std::string, std::string>;
 
-// Metadata for a checkpoint of `config` whose matrices are stored as `weights`.
+// Metadata for a checkpoint of `config` whose matrices are stored as `weights` (those stored
+// otherwise: kuiper_matrix_storage.h).
 Metadata kuiper_metadata(const LlamaConfig& config, const WeightFormat& weights);
 
 // The config and weight format recorded in `metadata`; `source` names the file in errors.
