@@ -144,7 +144,7 @@ def number_cases(c, tmp):
     c.refused("NaN weight exported as int8", "kuiper_export", [nan_matrix, os.path.join(tmp, "out.kuiper")],
               ["layers.0.wq", "NaN"])
     c.refused("NaN weight exported as int4 (calibration runs the model)", "kuiper_export",
-              [nan_matrix, os.path.join(tmp, "out.kuiper"), "--quant", "int4"], ["layers.0.wq", "NaN"])
+              [nan_matrix, os.path.join(tmp, "out.kuiper"), "--quant", "int4", "--gptq"], ["layers.0.wq", "NaN"])
     c.refused("--calibration without --quant int4", "kuiper_export",
               [STORIES, os.path.join(tmp, "out.kuiper"), "--calibration", TOK512], ["--quant int4"])
     missing_text = os.path.join(tmp, "no_such_text.txt")

@@ -1,6 +1,7 @@
 // kuiper_export: re-store a checkpoint, quantized to int8 or int4 or in a float dtype.
 //   kuiper_export model.bin model-int8.kuiper --quant int8            # kuiper format, groups of 64
-//   kuiper_export model.bin model-int4.kuiper --quant int4            # kuiper format v3, groups of 32, GPTQ
+//   kuiper_export model.bin model-int4.kuiper --quant int4            # kuiper format v3, groups of 32
+//   kuiper_export model.bin model-int4.kuiper --quant int4 --gptq     # GPTQ on text the model writes
 //   kuiper_export model.bin model-int4.kuiper --quant int4 --calibration text.txt   # GPTQ on this text
 //   kuiper_export model.bin model-q80.bin --quant int8 --out-format llama2c-v2 --group-size 32
 //   kuiper_export hf_model_dir/ model-bf16.kuiper --quant none --dtype bf16
@@ -69,9 +70,12 @@ struct Flags {
   int group_size = 0;  // 0: the quantization's default (int8 64, or 32 as GGUF's Q8_0; int4 32)
   bool check_tensors = false;
   std::string embedding = "int8";  // int4 files: the token embedding's and classifier's storage
+  // GPTQ is asked for, not the default: its cost grows with rows × cols² a matrix, seconds for
+  // stories260K but core-hours for a 7B model on this CPU code (docs/performance.md).
+  bool gptq = false;
   std::string calibration;         // int4: a text to calibrate GPTQ on; empty: the model's own
-  int64_t calibration_tokens = kDefaultCalibrationTokens;  // 0: no GPTQ
-  bool int4_flags_given = false;   // any of the three above on the command line
+  int64_t calibration_tokens = 0;  // 0: no GPTQ (after the flags are resolved)
+  bool int4_flags_given = false;   // any of the int4 flags above on the command line
 };
 
 int int8_group_size(const Flags& f) {
@@ -110,7 +114,7 @@ Status save(const Flags& flags, const Checkpoint& out) {
 
 StatusOr<WeightFormat> weight_format(const Flags& f) {
   if (f.int4_flags_given && f.quant != "int4") {
-    return invalid_argument("--embedding, --calibration and --calibration-tokens go with --quant int4 only");
+    return invalid_argument("--embedding, --gptq, --calibration and --calibration-tokens go with --quant int4 only");
   }
   if (f.quant != "none" && !f.dtype.empty()) {
     return invalid_argument("--dtype chooses an unquantized dtype; it does not go with --quant " + f.quant);
@@ -265,17 +269,22 @@ static int program_main(int argc, char** argv) {
   app.add_option("--embedding", flags.embedding,
                  "with --quant int4: the token embedding and classifier in int8 (default; groups of 64) or int4")
       ->check(CLI::IsMember({"int8", "int4"}));
-  app.add_option("--calibration", flags.calibration,
-                 "with --quant int4: a text file to calibrate GPTQ on (default: text the model writes itself)");
-  app.add_option("--calibration-tokens", flags.calibration_tokens,
-                 "with --quant int4: calibration tokens (default 65536); 0 = no GPTQ, each group quantized on its own")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 32));
+  app.add_flag("--gptq", flags.gptq,
+               "with --quant int4: GPTQ, calibrated on 65,536 tokens of text the model writes itself (without it each "
+               "group is quantized on its own)");
+  app.add_option("--calibration", flags.calibration, "with --quant int4: GPTQ calibrated on this text file");
+  app.add_option("--calibration-tokens", flags.calibration_tokens, "with --quant int4: GPTQ on this many calibration tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  flags.int4_flags_given = app.count("--embedding") + app.count("--calibration") + app.count("--calibration-tokens") > 0;
+  flags.int4_flags_given =
+      app.count("--embedding") + app.count("--gptq") + app.count("--calibration") + app.count("--calibration-tokens") > 0;
+  if (flags.gptq || !flags.calibration.empty() || flags.calibration_tokens > 0) {
+    flags.calibration_tokens = flags.calibration_tokens > 0 ? flags.calibration_tokens : kDefaultCalibrationTokens;
+  }
   const Status status = run(flags);
   if (!status.ok()) {
     std::fprintf(stderr, "kuiper_export: error: %s\n", status.message().c_str());
