@@ -26,6 +26,19 @@ using Gemv = void (*)(const Weight& w, const float* x, float* y);
 // at a time, threads splitting the rows; decode (T = 1) through the coding's own gemv.
 Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv);
 
+// How far ahead of what a decode row kernel multiplies it asks for its weight bytes. Left to
+// the hardware prefetcher, a core waits for each miss and then computes: the int4 GEMV ran at
+// about 6.5 GB/s a core from DRAM, half of what one core can read. Prefetches this far ahead,
+// spread through the block loop, keep the misses in flight while it computes
+// (docs/performance.md, 2026-11-26, issue #17 CPU speed).
+inline constexpr int64_t kGemvPrefetchBytes = 4096;
+
+// Prefetches the line `distance` bytes past p. A hint: it never faults, so it may run past the
+// end of the matrix.
+inline void prefetch_ahead(const void* p, int64_t distance) {
+  __builtin_prefetch(static_cast<const char*>(p) + distance, 0, 3);
+}
+
 // The decode GEMV's row loop: y[r] = row_dot(r) for r in [0, rows), threads splitting the rows
 // when the rows · cols weights pay for them. A template, so that each coding's row kernel is
 // compiled into the loop rather than called through a pointer.
