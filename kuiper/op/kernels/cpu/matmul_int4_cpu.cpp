@@ -158,7 +158,10 @@ float row_dot_avx2(const Int4Matrix& w, int64_t row, const QuantizedInput& x) {
   for (; b + 1 < blocks; b += 2) {
     // The rows of a thread are consecutive in memory, so this reaches into the next rows.
     prefetch_ahead(packed + b * kBlock / 2, kGemvPrefetchBytes);
-    if (b % 16 == 0) prefetch_ahead(scales + (b >> group_shift), kGemvPrefetchBytes / 4);
+    if (b % 16 == 0) {
+      prefetch_ahead(scales + (b >> group_shift), kGemvPrefetchBytes / 4);
+      if (w.mins) prefetch_ahead(w.mins + row * groups + (b >> group_shift), kGemvPrefetchBytes / 4);
+    }
     const auto [d0, s0] = term(b);
     const auto [d1, s1] = term(b + 1);
     even = _mm256_fmadd_ps(d0, s0, even);
