@@ -22,9 +22,15 @@ Status embedding_dequantized(const Tensor& tokens, const Weight& table, Tensor& 
 // Writes y = dequant(w) · x for one token (decode), threaded (gemv_rows).
 using Gemv = void (*)(const Weight& w, const float* x, float* y);
 
-// out[T, rows] = in[T, cols] · dequant(W)ᵀ, checking shapes: prefill (T > 1) a panel of rows
-// at a time, threads splitting the rows; decode (T = 1) through the coding's own gemv.
-Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv);
+// Writes out[T, rows] = in[T, cols] · dequant(w)ᵀ for T > 1 on the coded weights, threaded, and
+// returns true; false, writing nothing, where the coding has no such kernel for `w`.
+using CodedGemm = bool (*)(const Weight& w, const float* in, float* out, int64_t tokens);
+
+// out[T, rows] = in[T, cols] · dequant(W)ᵀ, checking shapes: decode (T = 1) through the
+// coding's own gemv; prefill (T > 1) through its coded gemm where it has one, otherwise a panel
+// of rows at a time, threads splitting the rows.
+Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv,
+                        CodedGemm gemm = nullptr);
 
 // How far ahead of what a decode row kernel multiplies it asks for its weight bytes. Left to
 // the hardware prefetcher, a core waits for each miss and then computes: the int4 GEMV ran at
