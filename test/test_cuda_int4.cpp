@@ -1,7 +1,8 @@
 // CUDA int4 kernels against double-precision products of the dequantized weights (decoded by
 // test::int4_dequantized from the documented layout), and an int4 model decoding on CUDA (the
 // fused decode GEMVs with their epilogues) against the same int4 model's CPU prefill, which
-// multiplies the dequantized weights in fp32. Skips when no GPU can be used.
+// multiplies the int4 weights by inputs rounded to int8 as both decode GEMVs do, where AVX2 and
+// the shape allow, and the dequantized weights in fp32 otherwise. Skips when no GPU can be used.
 // Tolerances: the decode GEMV quantizes its input to int8 in blocks of 32 where its int8-input
 // reader runs (int4_cuda_kernels.cuh), as the CPU decode GEMV does, so it meets the CPU tests'
 // bounds (test_int4_kernels.cpp): per output, 1e-5 of the magnitude of the summed terms (fp32
@@ -141,10 +142,10 @@ INSTANTIATE_TEST_SUITE_P(Schemes, CudaInt4, testing::Bool());
 // tokens decoded one at a time on CUDA, against the logits of one CPU prefill of the same tokens.
 // Bound 2e-2 on the worst relative logit error. Two differences add up: the bf16 roundings
 // (KV cache, prefill GEMM activations; at most 2e-2 by CudaInt8Model's derivation, 4e-3
-// measured there) and the decode GEMVs' int8 input rounding, which no per-GEMV bound carries
-// to the logits; the CPU's decode, rounding its inputs alike, is 1.06e-2 from its prefill on the
-// searched int4 codes (Int4Model.DecodeLogitsNearPrefill). Measured here: 1.04e-2 on
-// round-to-nearest codes (H100).
+// measured there) and the int8 input rounding, which no per-GEMV bound carries to the logits
+// and which the CPU prefill now shares where it rounds alike (Int4Model.DecodeLogitsNearPrefill).
+// Measured here: 1.04e-2 on round-to-nearest codes (H100), when the CPU prefill still multiplied
+// fp32 inputs; not measured since.
 TEST(CudaInt4Model, DecodeLogitsMatchCpuPrefill) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
   ModelOptions cpu;

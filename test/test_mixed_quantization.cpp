@@ -126,9 +126,9 @@ TEST(MixedQuantization, CpuModelKeepsEachMatrixTypeAndMatchesItsDequantizedWeigh
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor plain_logits, plain_model->forward_all(tokens, 0));
   double largest = 0;
   for (int64_t i = 0; i < plain_logits.numel(); ++i) largest = std::max(largest, double{std::fabs(plain_logits.data<float>()[i])});
-  // Prefill multiplies dequantized panels in fp32: the same products up to summation order.
-  EXPECT_LE(max_difference(mixed_logits, plain_logits), 1e-5 * largest);
-  // Decode quantizes the int4 GEMV's input to int8 in blocks of 32.
+  // Prefill and decode quantize the int4 matmuls' inputs to int8 in blocks of 32 (with AVX2;
+  // without, prefill multiplies dequantized panels in fp32).
+  EXPECT_LE(max_difference(mixed_logits, plain_logits), 5e-2 * largest);
   KUIPER_ASSERT_OK_AND_ASSIGN(auto decode_model, LlamaModel::create(c, quantized, {}));
   for (size_t i = 0; i < tokens.size(); ++i) {
     KUIPER_ASSERT_OK_AND_ASSIGN(Tensor row, decode_model->forward(std::span<const int32_t>(&tokens[i], 1), static_cast<int>(i)));

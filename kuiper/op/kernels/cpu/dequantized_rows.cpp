@@ -55,12 +55,13 @@ Status embedding_dequantized(const Tensor& tokens, const Weight& table, Tensor& 
   return ok_status();
 }
 
-Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv) {
+Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv,
+                        CodedGemm gemm) {
   KUIPER_RETURN_IF_ERROR(check_matmul_shapes(in, w, out));
   const int64_t tokens = in.numel() / w.cols();
   if (tokens == 1) {
     gemv(w, in.data<float>(), out.data<float>());
-  } else {
+  } else if (!gemm || !gemm(w, in.data<float>(), out.data<float>(), tokens)) {
     gemm_dequantized(w, in.data<float>(), out.data<float>(), tokens, dequantize);
   }
   return ok_status();

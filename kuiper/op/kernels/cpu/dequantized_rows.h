@@ -22,9 +22,28 @@ Status embedding_dequantized(const Tensor& tokens, const Weight& table, Tensor& 
 // Writes y = dequant(w) · x for one token (decode), threaded (gemv_rows).
 using Gemv = void (*)(const Weight& w, const float* x, float* y);
 
-// out[T, rows] = in[T, cols] · dequant(W)ᵀ, checking shapes: prefill (T > 1) a panel of rows
-// at a time, threads splitting the rows; decode (T = 1) through the coding's own gemv.
-Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv);
+// Writes out[T, rows] = in[T, cols] · dequant(w)ᵀ for T > 1 on the coded weights, threaded, and
+// returns true; false, writing nothing, where the coding has no such kernel for `w`.
+using CodedGemm = bool (*)(const Weight& w, const float* in, float* out, int64_t tokens);
+
+// out[T, rows] = in[T, cols] · dequant(W)ᵀ, checking shapes: decode (T = 1) through the
+// coding's own gemv; prefill (T > 1) through its coded gemm where it has one, otherwise a panel
+// of rows at a time, threads splitting the rows.
+Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, DequantizeRows dequantize, Gemv gemv,
+                        CodedGemm gemm = nullptr);
+
+// How far ahead of what a decode row kernel multiplies it asks for its weight bytes. Left to
+// the hardware prefetcher, a core waits for each miss and then computes: the int4 GEMV ran at
+// about 6.5 GB/s a core from DRAM, half of what one core can read. Prefetches this far ahead,
+// spread through the block loop, keep the misses in flight while it computes
+// (docs/performance.md, 2026-11-26, issue #17 CPU speed).
+inline constexpr int64_t kGemvPrefetchBytes = 4096;
+
+// Prefetches the line `distance` bytes past p. A hint: it never faults, so it may run past the
+// end of the matrix.
+inline void prefetch_ahead(const void* p, int64_t distance) {
+  __builtin_prefetch(static_cast<const char*>(p) + distance, 0, 3);
+}
 
 // The decode GEMV's row loop: y[r] = row_dot(r) for r in [0, rows), threads splitting the rows
 // when the rows · cols weights pay for them. A template, so that each coding's row kernel is

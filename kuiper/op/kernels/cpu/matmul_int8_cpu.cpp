@@ -60,6 +60,9 @@ float row_dot_avx2(const Int8Matrix& w, int64_t row, const float* x) {
   for (int64_t g = 0; g < w.cols / w.group_size; ++g) {
     const int8_t* qg = q + g * w.group_size;
     const float* xg = x + g * w.group_size;
+    // The rows of a thread are consecutive in memory, so this reaches into the next rows.
+    prefetch_ahead(qg, kGemvPrefetchBytes);
+    prefetch_ahead(s + g, kGemvPrefetchBytes * 4 / w.group_size);
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int i = 0; i < w.group_size; i += 16) {
       a0 = _mm256_fmadd_ps(widen8(qg + i), _mm256_loadu_ps(xg + i), a0);
