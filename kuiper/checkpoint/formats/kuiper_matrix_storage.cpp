@@ -35,7 +35,10 @@ StatusOr<std::map<std::string, WeightFormat>> matrix_storage(const Metadata& met
     return invalid_format(source + ": \"" + kMatrixStorageKey + "\" is not a JSON object");
   }
   const std::vector<MatrixSpec> specs = matrix_specs(header.config);
-  for (const auto& [name, entry] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Named, not a structured binding: lambdas below use them (clang 14 cannot capture bindings).
+    const std::string& name = item.key();
+    const json& entry = item.value();
     const bool is_matrix = std::any_of(specs.begin(), specs.end(), [&](const MatrixSpec& s) { return s.name == name; });
     if (!is_matrix) return invalid_format(source + ": \"" + kMatrixStorageKey + "\" names " + name + ", no matrix of this model");
     const auto field = [&](const char* key) -> std::string {
