@@ -32,8 +32,8 @@ class CudaInt4 : public ::testing::TestWithParam<bool> {  // with a per-group mi
     if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
     gpu_ = cuda_allocator().value();
   }
-  Tensor upload(const Tensor& t) { return t.is_empty() ? Tensor() : t.to(*gpu_).value(); }
-  op::Weight upload(const op::Weight& w) { return {upload(w.values), upload(w.scales), w.group_size, upload(w.mins)}; }
+  Tensor upload(const Tensor& t) { return test::to_device(t, *gpu_); }
+  op::Weight upload(const op::Weight& w) { return test::to_device(w, *gpu_); }
 
   // CUDA result of in[T, cols] · Wᵀ.
   std::vector<float> matmul(const Tensor& in, const op::Weight& w) {

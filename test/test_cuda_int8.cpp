@@ -32,8 +32,8 @@ class CudaInt8 : public ::testing::Test {
     if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
     gpu_ = cuda_allocator().value();
   }
-  Tensor upload(const Tensor& t) { return t.to(*gpu_).value(); }
-  op::Weight upload(const op::Weight& w) { return {upload(w.values), upload(w.scales), w.group_size}; }
+  Tensor upload(const Tensor& t) { return test::to_device(t, *gpu_); }
+  op::Weight upload(const op::Weight& w) { return test::to_device(w, *gpu_); }
   Tensor download(const Tensor& t) { return t.to(cpu_allocator()).value(); }
 
   // CUDA result vs CPU result of in[T, cols] · Wᵀ.

@@ -46,8 +46,8 @@ class CudaMultiTokenGemv : public ::testing::TestWithParam<Scheme> {
     if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
     gpu_ = cuda_allocator().value();
   }
-  Tensor upload(const Tensor& t) { return t.is_empty() ? Tensor() : t.to(*gpu_).value(); }
-  op::Weight upload(const op::Weight& w) { return {upload(w.values), upload(w.scales), w.group_size, upload(w.mins)}; }
+  Tensor upload(const Tensor& t) { return test::to_device(t, *gpu_); }
+  op::Weight upload(const op::Weight& w) { return test::to_device(w, *gpu_); }
 
   DataType dtype() const { return GetParam() == Scheme::kInt8 ? DataType::kINT8 : DataType::kINT4; }
   op::Weight random_weight(int64_t rows, int64_t cols, int group) {

@@ -95,6 +95,17 @@ std::vector<float> to_host(const Tensor& t) {
   return v;
 }
 
+Tensor to_device(const Tensor& t, Allocator& device) {
+  if (t.is_empty()) return Tensor();
+  auto copy = t.to(device);
+  CHECK(copy.ok()) << copy.status().to_string();
+  return std::move(copy).value();
+}
+
+op::Weight to_device(const op::Weight& w, Allocator& device) {
+  return {to_device(w.values, device), to_device(w.scales, device), w.group_size, to_device(w.mins, device)};
+}
+
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng) {
   op::Weight w;
   w.values = Tensor::zeros_cpu(DataType::kINT8, {rows, cols}).value();

@@ -48,6 +48,11 @@ Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, flo
 // The elements of an fp32 tensor on any device, copied to the host (waits for queued work).
 std::vector<float> to_host(const Tensor& t);
 
+// A copy in `device`'s memory (an empty tensor stays empty), and a weight whose values, scales
+// and mins are copied so: what the CUDA tests hand the GPU kernels.
+Tensor to_device(const Tensor& t, Allocator& device);
+op::Weight to_device(const op::Weight& w, Allocator& device);
+
 // An int8 weight with random values in [-127, 127] and scales in [0.001, 0.02).
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng);
 
