@@ -1,9 +1,12 @@
 // llama_perplexity: how well a model predicts a text file — exp of the mean negative
 // log-likelihood of every next token. The text is tokenized once and cut into windows of the
 // context length; each window starts with BOS and is run in one forward_all pass, and every
-// text token in it is scored given the tokens before it in its window.
+// text token in it is scored given the tokens before it in its window. --decode runs the same
+// windows one token at a time instead, through the decode step that generation takes (on CUDA
+// its GEMVs round their inputs differently from the prefill GEMMs), for the same figure.
 //   llama_perplexity -f text.txt
 //   llama_perplexity -m model.bin -f text.txt --dtype int8 -c 256 --max-tokens 20000
+//   llama_perplexity -f text.txt --device cuda --dtype int8 --decode
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,8 +33,23 @@ struct Score {
   double perplexity() const { return std::exp(total_nll / static_cast<double>(scored)); }
 };
 
+// The logits of every position of `tokens` (fp32 [n, vocab] on the host): one forward_all
+// pass, or (decode) one forward step per token.
+StatusOr<Tensor> window_logits(LlamaModel& model, const std::vector<int32_t>& tokens, bool decode) {
+  if (!decode) return model.forward_all(tokens, 0);
+  const int64_t vocab = model.config().vocab_size, n = static_cast<int64_t>(tokens.size());
+  KUIPER_ASSIGN_OR_RETURN(Tensor all, Tensor::zeros_cpu(DataType::kFP32, {n, vocab}));
+  for (int64_t i = 0; i < n; ++i) {
+    KUIPER_ASSIGN_OR_RETURN(Tensor logits, model.forward(std::span(tokens).subspan(i, 1), static_cast<int>(i)));
+    KUIPER_ASSIGN_OR_RETURN(Tensor row, all.slice(i, i + 1));
+    KUIPER_RETURN_IF_ERROR(row.copy_from(logits, model.stream()));
+  }
+  KUIPER_RETURN_IF_ERROR(synchronize(model.stream()));
+  return all;
+}
+
 // Scores `text` (tokens without BOS) window by window.
-StatusOr<Score> score(LlamaModel& model, int32_t bos, const std::vector<int32_t>& text, int window) {
+StatusOr<Score> score(LlamaModel& model, int32_t bos, const std::vector<int32_t>& text, int window, bool decode) {
   Score s;
   const int64_t vocab = model.config().vocab_size;
   std::vector<int32_t> tokens;
@@ -39,7 +57,7 @@ StatusOr<Score> score(LlamaModel& model, int32_t bos, const std::vector<int32_t>
     const size_t end = std::min(text.size(), begin + window - 1);
     tokens.assign(1, bos);
     tokens.insert(tokens.end(), text.begin() + begin, text.begin() + end);
-    KUIPER_ASSIGN_OR_RETURN(Tensor logits, model.forward_all(tokens, 0));
+    KUIPER_ASSIGN_OR_RETURN(Tensor logits, window_logits(model, tokens, decode));
     // Row i predicts tokens[i + 1].
     for (size_t i = 0; i + 1 < tokens.size(); ++i) {
       s.total_nll += negative_log_likelihood(logits.data<float>() + i * vocab, vocab, tokens[i + 1]);
@@ -60,10 +78,12 @@ static int program_main(int argc, char** argv) {
   cli::ModelFlags flags;
   std::string text_path;
   int64_t max_tokens = 0;
+  bool decode = false;
   cli::add_model_flags(app, flags, /*sampling=*/false);
   app.add_option("-f,--file", text_path, "text file to score")->required();
   app.add_option("--max-tokens", max_tokens, "score only the first N tokens of the text (0 = all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_flag("--decode", decode, "run each window one token at a time through the decode step, as generation does");
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
 
   auto text = read_regular_file(text_path);
@@ -79,13 +99,13 @@ static int program_main(int argc, char** argv) {
   }
 
   const auto start = std::chrono::steady_clock::now();
-  auto result = score(*loaded->model, loaded->tokenizer->bos_id(), *ids, window);
+  auto result = score(*loaded->model, loaded->tokenizer->bos_id(), *ids, window, decode);
   if (!result.ok()) return cli::fail("llama_perplexity", result.status());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("model: %s (%s, weights %s)\n", loaded->model_path.c_str(), loaded->format.c_str(),
               std::string(dtype_name(loaded->model->weight_dtype())).c_str());
-  std::printf("text: %s, %lld tokens scored in windows of %d\n", text_path.c_str(),
-              static_cast<long long>(result->scored), window);
+  std::printf("text: %s, %lld tokens scored in windows of %d%s\n", text_path.c_str(),
+              static_cast<long long>(result->scored), window, decode ? ", one decode step a token" : "");
   std::printf("mean NLL %.5f nats/token, perplexity %.4f (%.1f s)\n", result->total_nll / result->scored,
               result->perplexity(), secs);
   return 0;

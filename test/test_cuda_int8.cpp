@@ -1,10 +1,14 @@
 // CUDA int8 kernels against the CPU int8 kernels (themselves checked against double references
 // in test_int8_kernels.cpp), on the same random int8 weights, and an int8 model on CUDA against
 // the same int8 model on the CPU. Skips when no GPU can be used.
-// Tolerances (relative L2 error): decode GEMV 1e-5 (fp32 arithmetic, exact widening); prefill
-// 1e-2 (weights dequantized to bf16 and activations rounded to bf16 for the tensor cores); the
-// model's logits 2e-2 (CudaInt8Model says why). The decode GEMV's speed is measured by
-// tools/cuda_kernels_bench.cu, not here.
+// Bounds: the decode GEMV of tall matrices (over 8192 rows: decode_gemv.cu, kInt8ShortRowsUpTo)
+// multiplies in integers with x quantized to int8 in blocks of 32: per output, against double
+// products of the dequantized weights, 1e-5 of the magnitude of the summed terms on inputs int8
+// holds exactly, plus test::QuantizedProduct's input-rounding bound on random ones. Short
+// matrices (and rows the integer reader cannot take) are multiplied in fp32: 1e-5 relative L2.
+// Prefill 1e-2 relative L2 (weights dequantized to bf16 and activations rounded to bf16 for the
+// tensor cores); the model's logits 2e-2 (CudaInt8Model says why). The decode GEMV's speed is
+// measured by tools/cuda_kernels_bench.cu, not here.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -56,13 +60,54 @@ class CudaInt8 : public ::testing::Test {
   std::mt19937 rng_{4};
 };
 
-TEST_F(CudaInt8, DecodeGemvMatchesCpu) {
-  EXPECT_LT(matmul_error(7, 64, 64, 1), 1e-5);       // odd rows
-  EXPECT_LT(matmul_error(33, 128, 32, 1), 1e-5);     // several groups per row
-  EXPECT_LT(matmul_error(4096, 4096, 64, 1), 1e-5);  // a LLaMA-sized matrix
-  EXPECT_LT(matmul_error(11, 4096, 128, 1), 1e-5);   // long rows: several batches per lane
-  EXPECT_LT(matmul_error(64, 172, 64, 1), 1e-5);     // groups across rows: scalar kernel
-  EXPECT_LT(matmul_error(6, 40, 8, 1), 1e-5);        // group below 16: scalar kernel
+// The decode GEMV of a random weight, on inputs int8 holds exactly and on random ones, within
+// the bounds above. quantizes: whether x is rounded to int8 (else fp32 throughout).
+void check_decode_gemv(int64_t rows, int64_t cols, int group, bool quantizes, std::mt19937& rng, Allocator& gpu) {
+  SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + ", groups of " + std::to_string(group));
+  const op::Weight w = random_int8_weight(rows, cols, group, rng);
+  const op::Weight gpu_w = test::to_device(w, gpu);
+  for (const bool exact : {true, false}) {
+    const Tensor in = exact ? test::int8_exact_input(1, cols, rng) : test::random_tensor({1, cols}, rng);
+    Tensor out = test::to_device(Tensor::zeros_cpu(DataType::kFP32, {1, rows}).value(), gpu);
+    KUIPER_ASSERT_OK(op::cuda_kernel_table().matmul[kInt8](test::to_device(in, gpu), gpu_w, out, ctx()));
+    const std::vector<float> got = test::to_host(out);
+    const test::QuantizedProduct ref = test::quantized_product(in, w);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double rounding = exact ? 0 : ref.input_rounding[r];
+      ASSERT_NEAR(got[r], ref.out[r], rounding + 1e-5 * ref.magnitude[r] + 1e-30)
+          << "row " << r << (exact ? ", inputs int8 holds" : ", random inputs");
+    }
+    if (!quantizes) {
+      EXPECT_LT(test::relative_error(got.data(), ref.out.data(), ref.out.size()), 1e-5);
+    }
+  }
+}
+
+TEST_F(CudaInt8, DecodeGemvMatchesDoubleReference) {
+  check_decode_gemv(7, 64, 64, false, rng_, *gpu_);         // short matrices: odd rows
+  check_decode_gemv(33, 128, 32, false, rng_, *gpu_);       // several groups per row
+  check_decode_gemv(4096, 4096, 64, false, rng_, *gpu_);    // a LLaMA-sized matrix
+  check_decode_gemv(11, 4096, 128, false, rng_, *gpu_);     // long rows: several batches per lane
+  check_decode_gemv(64, 172, 64, false, rng_, *gpu_);       // groups across rows: scalar reader
+  check_decode_gemv(6, 40, 8, false, rng_, *gpu_);          // group below 16: scalar reader
+  check_decode_gemv(8200, 256, 64, true, rng_, *gpu_);      // tall: x in integers, a part-filled last block
+  check_decode_gemv(8200, 4096, 32, true, rng_, *gpu_);     // LLaMA-wide rows, groups of 32
+  check_decode_gemv(8193, 11008, 128, true, rng_, *gpu_);   // x quantized in rounds, several bursts per lane
+  check_decode_gemv(8193, 32768, 64, true, rng_, *gpu_);    // the longest rows whose int8 x fits shared memory
+  check_decode_gemv(8193, 32832, 64, false, rng_, *gpu_);   // longer: scalar reader
+  check_decode_gemv(8200, 1040, 16, false, rng_, *gpu_);    // groups of 16: scalar reader
+}
+
+// A NaN input reaches every output of the tall decode GEMV, as it does in fp32 products (the
+// int8 quantization of x must not round it to 0 and go on).
+TEST_F(CudaInt8, DecodeGemvPropagatesNaN) {
+  const op::Weight w = upload(random_int8_weight(8200, 256, 64, rng_));
+  Tensor in = test::random_tensor({1, 256}, rng_);
+  in.data<float>()[100] = std::nanf("");
+  Tensor out = upload(Tensor::zeros_cpu(DataType::kFP32, {1, 8200}).value());
+  KUIPER_ASSERT_OK(op::cuda_kernel_table().matmul[kInt8](upload(in), w, out, ctx()));
+  const std::vector<float> got = test::to_host(out);
+  for (size_t r = 0; r < got.size(); ++r) ASSERT_TRUE(std::isnan(got[r])) << "row " << r << ": " << got[r];
 }
 
 TEST_F(CudaInt8, PrefillMatchesCpu) {
@@ -102,11 +147,12 @@ TEST_F(CudaInt8, EmbeddingMatchesCpuAndZeroesBadIds) {
 }
 
 // stories260K quantized to int8 at load (groups of 64), on CUDA against the CPU. Both read the
-// same int8 weights with fp32 arithmetic in the decode GEMV; what differs is rounding to bf16
-// on CUDA: its KV cache is bf16 (the CPU's fp32) and its prefill GEMM rounds activations to
-// bf16 for the tensor cores. Each is a relative error of at most 2^-9 (≈ 2e-3) on a value that
-// feeds the residual stream; with 5 layers and those 2 roundings per layer adding up in the
-// worst case, the logits' relative error stays below 5 x 2 x 2^-9 ≈ 2e-2, the bound used.
+// same int8 weights with fp32 arithmetic in the decode GEMV (its matrices are all short, which
+// CUDA widens to fp32); what differs is rounding to bf16 on CUDA: its KV cache is bf16 (the
+// CPU's fp32) and its prefill GEMM rounds activations to bf16 for the tensor cores. Each is a
+// relative error of at most 2^-9 (≈ 2e-3) on a value that feeds the residual stream; with 5
+// layers and those 2 roundings per layer adding up in the worst case, the logits' relative error
+// stays below 5 x 2 x 2^-9 ≈ 2e-2, the bound used.
 class CudaInt8Model : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -868,7 +868,8 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
 // stacked q|k|v (12288) and gate|up (22016), LLaMA-3-8B's gate|up (28672), the classifiers
 // (32000, 128256), 4096 wide; plus 8200 wide (too long for one pass: the warp kernel's paired
 // rows) and 4099 wide (odd: the scalar rows). Every epilogue, with and without its optional
-// norm, against the CPU kernels run one after another; tolerances as for CudaDecodeGemv.
+// norm, against the CPU kernels run one after another; tolerances as for CudaDecodeGemv, but
+// where int8 rows are multiplied in integers with x rounded to int8 (tolerance() says why).
 class CudaDecodeGemvTall : public CudaDecodeGemv {
  protected:
   void check_every_epilogue(DataType dtype) {
@@ -886,6 +887,17 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
   }
 
  private:
+  // Relative L2 bound on a case's outputs. Tall int8 matrices whose rows the integer reader
+  // takes (a multiple of 32 long, groups of 32 or more: decode_gemv.cu) round x to int8 in blocks
+  // of 32, which moves a product of random inputs by ~4e-3 of its size (test::QuantizedProduct's
+  // bound, 1/254 of max|x| per input), and swiglu multiplies two such products: 2e-2. That
+  // reader's arithmetic is held to 1e-5 on inputs int8 holds exactly in test_cuda_int8.cpp; here
+  // the prologues and epilogues around it are checked, whose mistakes show at O(1).
+  static double tolerance(const Case& c) {
+    const bool rounds_x = c.dtype == DataType::kINT8 && c.cols % 32 == 0 && c.group >= 32;
+    return rounds_x ? 2e-2 : 1e-5;
+  }
+
   void check(const Case& c, int64_t rows) {
     const std::string what = describe(c) + ", " + std::to_string(rows) + " rows";
     SCOPED_TRACE(what);
@@ -902,7 +914,7 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
                                 .in_sumsq = norm ? &in.sumsq : nullptr, .norm_eps = 1e-5f,
                                 .out = &out, .rope_kv = {}};
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-      EXPECT_LT(error_vs(download(out), norm ? normed : plain), 1e-5) << "store, norm " << norm;
+      EXPECT_LT(error_vs(download(out), norm ? normed : plain), tolerance(c)) << "store, norm " << norm;
     }
 
     // The residual accumulate, and with a next norm its outputs: sum · g2 and Σ sum² per run.
@@ -926,11 +938,11 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
                                 .next_normed = next_norm ? &next_normed : nullptr,
                                 .next_sumsq = next_norm ? &next_sumsq : nullptr, .rope_kv = {}};
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-      EXPECT_LT(error_vs(download(sum), sum_expected), 1e-5) << "accumulate, next norm " << next_norm;
+      EXPECT_LT(error_vs(download(sum), sum_expected), tolerance(c)) << "accumulate, next norm " << next_norm;
       if (!next_norm) continue;
-      EXPECT_LT(error_vs(download(next_normed), normed_expected), 1e-5) << "next normed";
+      EXPECT_LT(error_vs(download(next_normed), normed_expected), tolerance(c)) << "next normed";
       const Tensor got = download(next_sumsq);
-      EXPECT_LT(test::relative_error(got.data<float>(), squares.data(), squares.size()), 1e-5)
+      EXPECT_LT(test::relative_error(got.data<float>(), squares.data(), squares.size()), tolerance(c))
           << "next sums of squares";
     }
 
@@ -945,7 +957,7 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
                                 .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kSwiglu,
                                 .out = &out, .rope_kv = {}};
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-      EXPECT_LT(error_vs(download(out), expected), 1e-5) << "swiglu";
+      EXPECT_LT(error_vs(download(out), expected), tolerance(c)) << "swiglu";
     }
 
     // Rope and the cache store, with and without the norm: the rows read as q | k | v with
@@ -977,11 +989,11 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
           .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
                       &k_cache, &v_cache}};
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-      EXPECT_LT(error_vs(download(out), q), 1e-5) << "rope q, norm " << norm;
+      EXPECT_LT(error_vs(download(out), q), tolerance(c)) << "rope q, norm " << norm;
       const double rounding = cache_dtype == DataType::kFP32 ? 1e-5 : cache_dtype == DataType::kBF16 ? 8e-3 : 1e-3;
       const std::string label = std::string(norm ? "with" : "without") + " norm";
-      expect_stored_rows(download(k_cache), initial, {pos}, k, rounding, "k cache, " + label);
-      expect_stored_rows(download(v_cache), initial, {pos}, v, rounding, "v cache, " + label);
+      expect_stored_rows(download(k_cache), initial, {pos}, k, rounding + tolerance(c), "k cache, " + label);
+      expect_stored_rows(download(v_cache), initial, {pos}, v, rounding + tolerance(c), "v cache, " + label);
     }
   }
 };

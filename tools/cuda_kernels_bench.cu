@@ -3,8 +3,8 @@
 //  - decode GEMV (bf16, fp16, fp32 weights) through the kernel table, with the weights rotated
 //    among copies that together exceed the L2 cache, also replayed from a CUDA graph, and other
 //    burst depths for reference;
-//  - decode int8 GEMV (bytes counted: int8 weights + fp32 scales), with other rows-per-warp and
-//    burst depths for reference;
+//  - decode int8 GEMV (bytes counted: int8 weights + fp32 scales), with other rows-per-warp,
+//    burst depths and blocks per multiprocessor for reference;
 //  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp32 scales
 //    and mins), with other rows-per-warp, burst depths and blocks per multiprocessor for
 //    reference;
@@ -352,15 +352,23 @@ int main(int argc, char** argv) {
     const std::string name = "gemv int8 " + std::to_string(r) + "x" + std::to_string(c);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
     using op::cuda::Int8Chunks;
-    for (auto [label, t] : {std::pair{"  2 rows x 2", gemv_variant_us<Int8Chunks<2, 2>>(ws, x, y)},
-                            std::pair{"  2 rows x 4", gemv_variant_us<Int8Chunks<2, 4>>(ws, x, y)},
-                            std::pair{"  4 rows x 1", gemv_variant_us<Int8Chunks<4, 1>>(ws, x, y)},
-                            std::pair{"  4 rows x 1, 3 blocks", gemv_variant_us<Int8Chunks<4, 1, 3>>(ws, x, y)},
-                            std::pair{"  4 rows x 1, columns in 2", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 1>, 2>>(ws, x, y)},
-                            std::pair{"  4 rows x 1, columns in 4", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 1>, 4>>(ws, x, y)},
-                            std::pair{"  2 rows x 2, accumulate+norm", gemv_variant_us<Int8Chunks<2, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
-                            std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
-                            std::pair{"  4 rows x 2, columns in 2", gemv_variant_us<op::cuda::SplitColumns<Int8Chunks<4, 2>, 2>>(ws, x, y)}}) {
+    using op::cuda::Int8Int8Chunks;
+    using op::cuda::SplitColumns;
+    for (auto [label, t] : {std::pair{"  fp32 widening, 4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int8Chunks<4, 1>, 2>>(ws, x, y)},
+                            std::pair{"  fp32 widening, 4 rows x 1, 3 blocks", gemv_variant_us<Int8Chunks<4, 1, 3>>(ws, x, y)},
+                            std::pair{"  1 row x 2", gemv_variant_us<Int8Int8Chunks<1, 2>>(ws, x, y)},
+                            std::pair{"  1 row x 4", gemv_variant_us<Int8Int8Chunks<1, 4>>(ws, x, y)},
+                            std::pair{"  2 rows x 1", gemv_variant_us<Int8Int8Chunks<2, 1>>(ws, x, y)},
+                            std::pair{"  2 rows x 2", gemv_variant_us<Int8Int8Chunks<2, 2>>(ws, x, y)},
+                            std::pair{"  2 rows x 1, 3 blocks", gemv_variant_us<Int8Int8Chunks<2, 1, 3>>(ws, x, y)},
+                            std::pair{"  4 rows x 1", gemv_variant_us<Int8Int8Chunks<4, 1>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, 3 blocks", gemv_variant_us<Int8Int8Chunks<4, 1, 3>>(ws, x, y)},
+                            std::pair{"  2 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int8Int8Chunks<2, 1>, 2>>(ws, x, y)},
+                            std::pair{"  2 rows x 2, columns in 2", gemv_variant_us<SplitColumns<Int8Int8Chunks<2, 2>, 2>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int8Int8Chunks<4, 1>, 2>>(ws, x, y)},
+                            std::pair{"  4 rows x 1, columns in 4", gemv_variant_us<SplitColumns<Int8Int8Chunks<4, 1>, 4>>(ws, x, y)},
+                            std::pair{"  2 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int8Int8Chunks<2, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
+                            std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int8Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
   }

@@ -20,24 +20,28 @@ enum class GemvKernel {
   kWarp,     // decode_gemv_warp_kernel.cuh: warps walk their rows in bursts
 };
 enum class GemvRowReader {
-  kShortChunks,  // 16-byte chunks, the layout for matrices of up to k*ShortRowsUpTo rows
-  kTallChunks,   // 16-byte chunks, the layout for taller matrices
+  kShortChunks,  // 16-byte chunks (int8/int4: units), the layout for matrices of up to k*ShortRowsUpTo rows
+  kTallChunks,   // the same, the layout for taller matrices
   kScalar,       // one element at a time: any alignment, row length or int8/int4 group, and
-                 // int4 rows too long for their quantized x in shared memory (kInt8InputMaxCols)
+                 // int8/int4 rows too long for their quantized x in shared memory (kInt8InputMaxCols)
 };
 struct GemvKernelChoice {
   GemvKernel kernel;
   GemvRowReader reader;  // the warp kernel's (the one-pass kernel reads 16-byte chunks)
 };
 
-// int8 matrices of up to this many rows are read 4 rows per warp with each row's columns split
-// between two warps (SplitColumns<Int8Chunks<4, 1>, 2>; swiglu and rope, which no 7B-class model
-// has at that height, Int8Chunks<2, 2>): four whole rows per warp leave too few warps to keep
-// every multiprocessor busy, and two rows per warp read x twice as often per weight. Taller
-// ones read four whole rows per warp with ptxas held to three blocks per multiprocessor
-// (Int8Chunks<4, 1, 3>; its 80 registers spill 8 bytes, which costs less than a third block).
-// int4 matrices (32 weights a chunk, multiplied with x quantized to int8: Int4Int8Chunks) take
-// the same layouts at the same heights: a lane's burst is one 16-byte load per row either way.
+// int8 and int4 matrices of up to this many rows are read 4 rows per warp with each row's
+// columns split between two warps (SplitColumns<..<4, 1>, 2>; swiglu and rope, which no
+// 7B-class model has at that height, 2 rows per warp): four whole rows per warp leave too few
+// warps to keep every multiprocessor busy, and two rows per warp read x twice as often per
+// weight. Taller ones read four whole rows per warp (int4 with ptxas held to three blocks per
+// multiprocessor, <4, 1, 3>: its 80 registers spill 8 bytes, which costs less than a third
+// block; int8 units are twice the bytes and spilled 192, so two blocks).
+// int4 rows are multiplied in integers with x quantized to int8 in shared memory
+// (Int4Int8Chunks). int8 rows of tall matrices are too (Int8Int8Chunks); those of short ones are
+// widened to fp32 (Int8Chunks): there every block of 16 rows quantizes all of x again, and that
+// measured slower than widening (4096x4096 74.5% of copy bandwidth against 77.5%, 4096x11008
+// 78.3% against 87.3%; 14336x4096 93.5% against 81.8%, 32000x4096 101.5% against 92.7%).
 constexpr int kInt8ShortRowsUpTo = 8192;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
@@ -53,13 +57,14 @@ constexpr int kDenseShortRowsUpTo = 8192;
 GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, GemvEpilogue epilogue) {
   const bool aligned = aligned_to(a.w, 16) && aligned_to(a.x, 16);
   if (dtype == DataType::kINT8 || dtype == DataType::kINT4) {
-    const int chunk = dtype == DataType::kINT8 ? 16 : 32;  // weights per 16-byte load
-    const bool too_long = dtype == DataType::kINT4 && a.cols > kInt8InputMaxCols;
-    if (!aligned || a.cols % chunk != 0 || a.group_shift < 0 || a.group_size < chunk || too_long) {
+    const bool tall = a.rows > kInt8ShortRowsUpTo;
+    const bool widened = dtype == DataType::kINT8 && !tall;
+    const int unit = widened ? 16 : kInt8InputBlock;  // weights per unit: 16 bytes, or a block of int8 x
+    const bool too_long = !widened && a.cols > kInt8InputMaxCols;
+    if (!aligned || a.cols % unit != 0 || a.group_shift < 0 || a.group_size < unit || too_long) {
       return {GemvKernel::kWarp, GemvRowReader::kScalar};
     }
-    return {GemvKernel::kWarp, a.rows <= kInt8ShortRowsUpTo ? GemvRowReader::kShortChunks
-                                                            : GemvRowReader::kTallChunks};
+    return {GemvKernel::kWarp, tall ? GemvRowReader::kTallChunks : GemvRowReader::kShortChunks};
   }
   const int elems = 16 / static_cast<int>(dtype_size(dtype));
   if (!aligned || a.cols % elems != 0) return {GemvKernel::kWarp, GemvRowReader::kScalar};
@@ -142,14 +147,14 @@ Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue e
     case GemvRowReader::kShortChunks:
       return launch_warp<SplitColumns<Int8Chunks<4, 1>, 2>, Int8Chunks<2, 2>>(a, epilogue, stream);
     case GemvRowReader::kTallChunks:
-      return launch_warp<Int8Chunks<4, 1, 3>, Int8Chunks<4, 1, 3>>(a, epilogue, stream);
+      return launch_warp<Int8Int8Chunks<4, 1>, Int8Int8Chunks<4, 1>>(a, epilogue, stream);
     case GemvRowReader::kScalar:
       break;
   }
   return launch_warp<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, epilogue, stream);
 }
 
-// The same layouts for int4 weights, multiplied with x quantized to int8.
+// The same layouts for int4 weights, all multiplied in integers.
 Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
                    cudaStream_t stream) {
   switch (reader) {

@@ -10,12 +10,16 @@
 //  - int4, one token (Int4Int8Chunks): widening each nibble to fp32 and multiplying it by an
 //    fp32 input cost ~100 instructions per 16-byte chunk and row, and 128 bytes of x loads: the
 //    kernel ran at half the memory bandwidth.
+//  - int8, one token, tall matrices (Int8Int8Chunks): widening each byte to fp32 (Int8Chunks)
+//    costs about three instructions a weight; in integers a block of 32 weights is two byte
+//    permutes and one dp4a per 4 weights (decode_gemv.cu, kInt8ShortRowsUpTo, has the figures,
+//    and why short matrices are still widened).
 //  - int8 and int4, several tokens (TokenChunks, multi_token_gemv.cu): each weight load serves
 //    kTokens tokens. In fp32 a weight costs two instructions to widen and one FMA per token,
 //    and 4 bytes of x per token; in integers a quarter of a dp4a per token and 1.25 bytes of x
 //    (int8 weights: two byte permutes per 8 weights, shared by the tokens). At 8 tokens that is
 //    ~3 instructions per int8 weight against ~10 in fp32, where an H100 issues ~10 per byte it
-//    streams. The one-token int8 GEMV stays in fp32 (Int8Chunks): exact, and bandwidth-bound.
+//    streams.
 #pragma once
 
 #include <cstdint>
@@ -142,6 +146,11 @@ struct Int8InputChunks {
 // kInt8InputMaxCols.
 template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 using Int4Int8Chunks = Int8InputChunks<Int4Units, StagedInput, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
+
+// The one-token int8 reader for tall matrices, likewise. A unit is two 16-byte loads a row
+// (int4: one).
+template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
+using Int8Int8Chunks = Int8InputChunks<Int8Units, StagedInput, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
 
 // The multi-token readers: x of kTokensPerWarp tokens quantized once (quantize_tokens_kernel).
 template <typename Weights, int kRowsPerWarp, int kBurstLoads, int kTokensPerWarp, int kMinBlocksPerSm = 2>

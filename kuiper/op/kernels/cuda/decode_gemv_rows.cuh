@@ -34,7 +34,11 @@
 //  - Int8Chunks<rows, burst, blocks>: int8 with fp32 group scales. A 16-byte load holds 16
 //    weights, which need 64 bytes of x; with one row per warp the x traffic through L1 (4x the
 //    weights) was the limit, so a warp serves several rows and reads each x chunk once for all
-//    of them. Bytes are widened without the int-to-float unit (widen_biased_byte).
+//    of them. Bytes are widened without the int-to-float unit (widen_biased_byte). Short
+//    matrices only; tall ones take Int8Int8Chunks.
+//  - Int8Int8Chunks<rows, burst, blocks> (decode_gemv_int8_input_rows.cuh): int8 rows of tall
+//    matrices, 32 weights per unit, multiplied in integers (__dp4a) with x quantized to int8 in
+//    shared memory.
 //  - Int4Int8Chunks<rows, burst, blocks> (decode_gemv_int8_input_rows.cuh): int4
 //    (op/int4_weight.h) with fp32 group scales and optional mins, 32 weights per 16-byte load,
 //    laid out and chosen as Int8Chunks, multiplied in integers (__dp4a) with x quantized to int8
