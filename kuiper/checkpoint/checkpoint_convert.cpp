@@ -1,8 +1,5 @@
 #include "kuiper/checkpoint/checkpoint_convert.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "kuiper/checkpoint/checkpoint_tensors.h"
 #include "kuiper/model/int4_gptq.h"
 #include "kuiper/model/int8_quantize.h"
@@ -22,25 +19,16 @@ bool already_in(const op::Weight& w, const WeightFormat& f) {
   return w.group_size == f.group_size && (f.dtype != DataType::kINT4 || w.mins.is_empty() != with_min);
 }
 
-// The largest |a − b| over two host fp32 tensors of the same shape.
-double max_difference(const Tensor& a, const Tensor& b) {
-  double worst = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    worst = std::max(worst, std::fabs(double{a.data<float>()[i]} - b.data<float>()[i]));
-  }
-  return worst;
-}
-
 // The fp32 values a weight stands for.
 StatusOr<Tensor> as_fp32(const op::Weight& w) {
   if (w.is_quantized()) return dequantize_weight(w);
   return place_fp32(w.values, cpu_allocator());
 }
 
-// `w` in `format` (by GPTQ against `inputs` when int4 and given) and the largest error that
-// introduced.
+// `w` in `format` (by GPTQ against `inputs` when int4 and given) and, when `measure`, the
+// largest error that introduced (else 0: measuring costs a pass over the matrix).
 StatusOr<std::pair<op::Weight, double>> convert_matrix(const op::Weight& w, const WeightFormat& f,
-                                                       const InputGram* inputs) {
+                                                       const InputGram* inputs, bool measure) {
   KUIPER_ASSIGN_OR_RETURN(Tensor original, as_fp32(w));
   op::Weight converted;
   if (f.dtype == DataType::kINT8) {
@@ -52,8 +40,10 @@ StatusOr<std::pair<op::Weight, double>> convert_matrix(const op::Weight& w, cons
   } else {
     KUIPER_ASSIGN_OR_RETURN(converted, convert_weight(op::Weight{original, Tensor(), 0}, f.dtype, cpu_allocator()));
   }
+  if (!measure) return std::pair{std::move(converted), 0.0};
   KUIPER_ASSIGN_OR_RETURN(Tensor stored, as_fp32(converted));
-  return std::pair{std::move(converted), max_difference(original, stored)};
+  KUIPER_ASSIGN_OR_RETURN(const double error, max_abs_difference(original, stored));
+  return std::pair{std::move(converted), error};
 }
 
 Status check_format(const WeightFormat& format) {
@@ -96,7 +86,7 @@ StatusOr<Checkpoint> convert_checkpoint(const Checkpoint& checkpoint, const Weig
     }
     double error = 0;
     if (!already_in(w, target)) {
-      auto converted = convert_matrix(w, target, inputs);
+      auto converted = convert_matrix(w, target, inputs, progress != nullptr);
       if (!converted.ok()) {
         return Status(converted.status().code(), matrices[i].name + ": " + converted.status().message());
       }

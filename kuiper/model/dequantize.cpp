@@ -17,13 +17,19 @@ StatusOr<Tensor> dequantize_weight(const op::Weight& weight) {
 StatusOr<double> max_quantization_error(const Tensor& original, const op::Weight& quantized) {
   KUIPER_ASSIGN_OR_RETURN(Tensor src, place_fp32(original, cpu_allocator()));
   KUIPER_ASSIGN_OR_RETURN(Tensor back, dequantize_weight(quantized));
-  if (src.shape() != back.shape()) {
-    return invalid_argument("cannot compare " + original.describe() + " with " + quantized.values.describe());
+  return max_abs_difference(src, back);
+}
+
+StatusOr<double> max_abs_difference(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != DataType::kFP32 || b.dtype() != DataType::kFP32) {
+    return invalid_argument("cannot compare " + a.describe() + " with " + b.describe());
   }
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  const int64_t n = a.numel();
   double worst = 0;
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(src.data<float>()[i]) - back.data<float>()[i]));
-  }
+#pragma omp parallel for schedule(static) reduction(max : worst) if (n > (1 << 20))
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]));
   return worst;
 }
 

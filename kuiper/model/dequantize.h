@@ -11,4 +11,7 @@ StatusOr<Tensor> dequantize_weight(const op::Weight& weight);
 // Largest |original − dequantized| over all elements, for export reports.
 StatusOr<double> max_quantization_error(const Tensor& original, const op::Weight& quantized);
 
+// Largest |a − b| over two host fp32 tensors of the same shape.
+StatusOr<double> max_abs_difference(const Tensor& a, const Tensor& b);
+
 }  // namespace kuiper
