@@ -31,8 +31,8 @@ struct GemvKernelChoice {
 };
 
 // int8 and int4 matrices of up to this many rows are read 4 rows per warp with each row's
-// columns split between two warps (SplitColumns<..<4, 1>, 2>; swiglu and rope, which no
-// 7B-class model has at that height, 2 rows per warp): four whole rows per warp leave too few
+// columns split between two warps (SplitColumns<..<4, 1>, 2>; swiglu and rope, such as
+// LLaMA-3-8B's 6144-row q|k|v, 2 rows per warp): four whole rows per warp leave too few
 // warps to keep every multiprocessor busy, and two rows per warp read x twice as often per
 // weight. Taller ones read four whole rows per warp (int4 with ptxas held to three blocks per
 // multiprocessor, <4, 1, 3>: its 80 registers spill 8 bytes, which costs less than a third
@@ -41,7 +41,9 @@ struct GemvKernelChoice {
 // (Int4Int8Chunks). int8 rows of tall matrices are too (Int8Int8Chunks); those of short ones are
 // widened to fp32 (Int8Chunks): there every block of 16 rows quantizes all of x again, and that
 // measured slower than widening (4096x4096 74.5% of copy bandwidth against 77.5%, 4096x11008
-// 78.3% against 87.3%; 14336x4096 93.5% against 81.8%, 32000x4096 101.5% against 92.7%).
+// 78.3% against 87.3%; tall, against the best widening layout: 14336x4096 93.5% against 81.8%,
+// 32000x4096 101.5% against 92.7%). Short paired rows widened two by two are the slowest left
+// (50% on 4096x4096); in integers they would round stories260K's inputs too (docs/performance.md).
 constexpr int kInt8ShortRowsUpTo = 8192;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
