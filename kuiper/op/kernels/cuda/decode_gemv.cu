@@ -43,7 +43,8 @@ struct GemvKernelChoice {
 // measured slower than widening (4096x4096 74.5% of copy bandwidth against 77.5%, 4096x11008
 // 78.3% against 87.3%; tall, against the best widening layout: 14336x4096 93.5% against 81.8%,
 // 32000x4096 101.5% against 92.7%). Short paired rows widened two by two are the slowest left
-// (50% on 4096x4096); in integers they would round stories260K's inputs too (docs/performance.md).
+// (50% on 4096x4096); in integers they ran at 75-78% but rounded the inputs of every stories260K
+// GEMV that pairs rows, moving its greedy text off the CPU's (docs/performance.md).
 constexpr int kInt8ShortRowsUpTo = 8192;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
