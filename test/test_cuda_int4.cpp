@@ -26,15 +26,8 @@ const op::ExecutionContext& ctx() { return test::kernel_context(DeviceType::kCUD
 
 constexpr int kInt4 = static_cast<int>(DataType::kINT4);
 
-class CudaInt4 : public ::testing::TestWithParam<bool> {  // with a per-group minimum
+class CudaInt4 : public test::GpuTest<::testing::TestWithParam<bool>> {  // with a per-group minimum
  protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
-    gpu_ = cuda_allocator().value();
-  }
-  Tensor upload(const Tensor& t) { return test::to_device(t, *gpu_); }
-  op::Weight upload(const op::Weight& w) { return test::to_device(w, *gpu_); }
-
   // CUDA result of in[T, cols] · Wᵀ.
   std::vector<float> matmul(const Tensor& in, const op::Weight& w) {
     const int64_t tokens = in.numel() / w.cols();
@@ -54,28 +47,14 @@ class CudaInt4 : public ::testing::TestWithParam<bool> {  // with a per-group mi
     return test::relative_error(out.data(), ref.data(), ref.size());
   }
 
-  // The decode GEMV of a random weight, on inputs int8 holds exactly and on random ones, within
-  // the bounds the header states. quantizes: whether the int8-input reader runs (else the
+  // The decode GEMV of a random weight within the bounds the header states
+  // (test::check_cuda_decode_gemv). quantizes: whether the int8-input reader runs (else the
   // scalar one, fp32 throughout).
   void check_decode_gemv(int64_t rows, int64_t cols, int group, bool quantizes) {
     SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + ", groups of " + std::to_string(group));
-    const op::Weight w = test::random_int4_weight(rows, cols, group, GetParam(), rng_);
-    for (const bool exact : {true, false}) {
-      const Tensor in = exact ? test::int8_exact_input(1, cols, rng_) : test::random_tensor({1, cols}, rng_);
-      const std::vector<float> out = matmul(in, w);
-      const test::QuantizedProduct ref = test::quantized_product(in, w);
-      for (int64_t r = 0; r < rows; ++r) {
-        const double rounding = exact ? 0 : ref.input_rounding[r];
-        ASSERT_NEAR(out[r], ref.out[r], rounding + 1e-5 * ref.magnitude[r] + 1e-30)
-            << "row " << r << (exact ? ", inputs int8 holds" : ", random inputs");
-      }
-      if (!quantizes) {
-        EXPECT_LT(test::relative_error(out.data(), ref.out.data(), ref.out.size()), 1e-5);
-      }
-    }
+    test::check_cuda_decode_gemv(test::random_int4_weight(rows, cols, group, GetParam(), rng_), quantizes, rng_);
   }
 
-  Allocator* gpu_ = nullptr;
   std::mt19937 rng_{4};
 };
 

@@ -30,14 +30,8 @@ using test::random_int8_weight;
 
 constexpr int kInt8 = static_cast<int>(DataType::kINT8);
 
-class CudaInt8 : public ::testing::Test {
+class CudaInt8 : public test::GpuTest<> {
  protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
-    gpu_ = cuda_allocator().value();
-  }
-  Tensor upload(const Tensor& t) { return test::to_device(t, *gpu_); }
-  op::Weight upload(const op::Weight& w) { return test::to_device(w, *gpu_); }
   Tensor download(const Tensor& t) { return t.to(cpu_allocator()).value(); }
 
   // CUDA result vs CPU result of in[T, cols] · Wᵀ.
@@ -56,46 +50,29 @@ class CudaInt8 : public ::testing::Test {
     return test::relative_error(back.data<float>(), cpu_out.data<float>(), back.numel());
   }
 
-  Allocator* gpu_ = nullptr;
   std::mt19937 rng_{4};
 };
 
-// The decode GEMV of a random weight, on inputs int8 holds exactly and on random ones, within
-// the bounds above. quantizes: whether x is rounded to int8 (else fp32 throughout).
-void check_decode_gemv(int64_t rows, int64_t cols, int group, bool quantizes, std::mt19937& rng, Allocator& gpu) {
+// The decode GEMV of a random weight within the bounds above (test::check_cuda_decode_gemv).
+// quantizes: whether x is rounded to int8 (else fp32 throughout).
+void check_decode_gemv(int64_t rows, int64_t cols, int group, bool quantizes, std::mt19937& rng) {
   SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + ", groups of " + std::to_string(group));
-  const op::Weight w = random_int8_weight(rows, cols, group, rng);
-  const op::Weight gpu_w = test::to_device(w, gpu);
-  for (const bool exact : {true, false}) {
-    const Tensor in = exact ? test::int8_exact_input(1, cols, rng) : test::random_tensor({1, cols}, rng);
-    Tensor out = test::to_device(Tensor::zeros_cpu(DataType::kFP32, {1, rows}).value(), gpu);
-    KUIPER_ASSERT_OK(op::cuda_kernel_table().matmul[kInt8](test::to_device(in, gpu), gpu_w, out, ctx()));
-    const std::vector<float> got = test::to_host(out);
-    const test::QuantizedProduct ref = test::quantized_product(in, w);
-    for (int64_t r = 0; r < rows; ++r) {
-      const double rounding = exact ? 0 : ref.input_rounding[r];
-      ASSERT_NEAR(got[r], ref.out[r], rounding + 1e-5 * ref.magnitude[r] + 1e-30)
-          << "row " << r << (exact ? ", inputs int8 holds" : ", random inputs");
-    }
-    if (!quantizes) {
-      EXPECT_LT(test::relative_error(got.data(), ref.out.data(), ref.out.size()), 1e-5);
-    }
-  }
+  test::check_cuda_decode_gemv(random_int8_weight(rows, cols, group, rng), quantizes, rng);
 }
 
 TEST_F(CudaInt8, DecodeGemvMatchesDoubleReference) {
-  check_decode_gemv(7, 64, 64, false, rng_, *gpu_);         // short matrices: odd rows
-  check_decode_gemv(33, 128, 32, false, rng_, *gpu_);       // several groups per row
-  check_decode_gemv(4096, 4096, 64, false, rng_, *gpu_);    // a LLaMA-sized matrix
-  check_decode_gemv(11, 4096, 128, false, rng_, *gpu_);     // long rows: several batches per lane
-  check_decode_gemv(64, 172, 64, false, rng_, *gpu_);       // groups across rows: scalar reader
-  check_decode_gemv(6, 40, 8, false, rng_, *gpu_);          // group below 16: scalar reader
-  check_decode_gemv(8200, 256, 64, true, rng_, *gpu_);      // tall: x in integers, a part-filled last block
-  check_decode_gemv(8200, 4096, 32, true, rng_, *gpu_);     // LLaMA-wide rows, groups of 32
-  check_decode_gemv(8193, 11008, 128, true, rng_, *gpu_);   // x quantized in rounds, several bursts per lane
-  check_decode_gemv(8193, 32768, 64, true, rng_, *gpu_);    // the longest rows whose int8 x fits shared memory
-  check_decode_gemv(8193, 32832, 64, false, rng_, *gpu_);   // longer: scalar reader
-  check_decode_gemv(8200, 1040, 16, false, rng_, *gpu_);    // groups of 16: scalar reader
+  check_decode_gemv(7, 64, 64, false, rng_);         // short matrices: odd rows
+  check_decode_gemv(33, 128, 32, false, rng_);       // several groups per row
+  check_decode_gemv(4096, 4096, 64, false, rng_);    // a LLaMA-sized matrix
+  check_decode_gemv(11, 4096, 128, false, rng_);     // long rows: several batches per lane
+  check_decode_gemv(64, 172, 64, false, rng_);       // groups across rows: scalar reader
+  check_decode_gemv(6, 40, 8, false, rng_);          // group below 16: scalar reader
+  check_decode_gemv(8200, 256, 64, true, rng_);      // tall: x in integers, a part-filled last block
+  check_decode_gemv(8200, 4096, 32, true, rng_);     // LLaMA-wide rows, groups of 32
+  check_decode_gemv(8193, 11008, 128, true, rng_);   // x quantized in rounds, several bursts per lane
+  check_decode_gemv(8193, 32768, 64, true, rng_);    // the longest rows whose int8 x fits shared memory
+  check_decode_gemv(8193, 32832, 64, false, rng_);   // longer: scalar reader
+  check_decode_gemv(8200, 1040, 16, false, rng_);    // groups of 16: scalar reader
 }
 
 // A NaN input reaches every output of the tall decode GEMV, as it does in fp32 products (the

@@ -40,14 +40,8 @@ std::string scheme_name(const testing::TestParamInfo<Scheme>& info) {
   return "";
 }
 
-class CudaMultiTokenGemv : public ::testing::TestWithParam<Scheme> {
+class CudaMultiTokenGemv : public test::GpuTest<::testing::TestWithParam<Scheme>> {
  protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
-    gpu_ = cuda_allocator().value();
-  }
-  Tensor upload(const Tensor& t) { return test::to_device(t, *gpu_); }
-  op::Weight upload(const op::Weight& w) { return test::to_device(w, *gpu_); }
 
   DataType dtype() const { return GetParam() == Scheme::kInt8 ? DataType::kINT8 : DataType::kINT4; }
   op::Weight random_weight(int64_t rows, int64_t cols, int group) {
@@ -107,7 +101,6 @@ class CudaMultiTokenGemv : public ::testing::TestWithParam<Scheme> {
     }
   }
 
-  Allocator* gpu_ = nullptr;
   std::mt19937 rng_{11};
 };
 

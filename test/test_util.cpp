@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 
 #include "kuiper/model/llama_model.h"
+#include "kuiper/op/kernel_table.h"
 
 namespace kuiper::test {
 
@@ -212,6 +213,28 @@ QuantizedProduct quantized_product(const Tensor& in, const op::Weight& w) {
     }
   }
   return ref;
+}
+
+void check_cuda_decode_gemv(const op::Weight& w, bool rounds_input, std::mt19937& rng) {
+  Allocator& gpu = *cuda_allocator().value();
+  const op::Weight gpu_w = to_device(w, gpu);
+  const int kernel = static_cast<int>(w.dtype());
+  for (const bool exact : {true, false}) {
+    const Tensor in = exact ? int8_exact_input(1, w.cols(), rng) : random_tensor({1, w.cols()}, rng);
+    Tensor out = to_device(Tensor::zeros_cpu(DataType::kFP32, {1, w.rows()}).value(), gpu);
+    const Status s = op::cuda_kernel_table().matmul[kernel](to_device(in, gpu), gpu_w, out, kernel_context(DeviceType::kCUDA));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const std::vector<float> got = to_host(out);
+    const QuantizedProduct ref = quantized_product(in, w);
+    for (int64_t r = 0; r < w.rows(); ++r) {
+      const double rounding = exact ? 0 : ref.input_rounding[r];
+      ASSERT_NEAR(got[r], ref.out[r], rounding + 1e-5 * ref.magnitude[r] + 1e-30)
+          << "row " << r << (exact ? ", inputs int8 holds" : ", random inputs");
+    }
+    if (!rounds_input) {
+      EXPECT_LT(relative_error(got.data(), ref.out.data(), ref.out.size()), 1e-5);
+    }
+  }
 }
 
 double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference) {

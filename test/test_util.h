@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kuiper/base/device.h"
 #include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/op/execution_context.h"
 #include "kuiper/op/weight.h"
@@ -53,6 +54,21 @@ std::vector<float> to_host(const Tensor& t);
 Tensor to_device(const Tensor& t, Allocator& device);
 op::Weight to_device(const op::Weight& w, Allocator& device);
 
+// The base of CUDA test fixtures (Base: ::testing::Test, or ::testing::TestWithParam<P>): skips
+// the test where no GPU can be used, and copies tensors and weights to the GPU.
+template <typename Base = ::testing::Test>
+class GpuTest : public Base {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
+    gpu_ = cuda_allocator().value();
+  }
+  Tensor upload(const Tensor& t) { return to_device(t, *gpu_); }
+  op::Weight upload(const op::Weight& w) { return to_device(w, *gpu_); }
+
+  Allocator* gpu_ = nullptr;
+};
+
 // An int8 weight with random values in [-127, 127] and scales in [0.001, 0.02).
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng);
 
@@ -81,6 +97,12 @@ struct QuantizedProduct {
   std::vector<double> input_rounding;
 };
 QuantizedProduct quantized_product(const Tensor& in, const op::Weight& w);
+
+// The CUDA decode GEMV (the matmul of one token) of host int8 or int4 weight `w`, on inputs int8
+// holds exactly and on random ones, against quantized_product: per output within 1e-5 of the
+// summed magnitude, plus on random inputs the input-rounding bound; where the kernel multiplies
+// fp32 inputs (`rounds_input` false), also within 1e-5 relative L2 over all outputs.
+void check_cuda_decode_gemv(const op::Weight& w, bool rounds_input, std::mt19937& rng);
 
 // stories260K as `options` loads it, given a 10-token prompt as one prefill and then 40 forced
 // tokens one at a time (the decode path): the worst relative L2 error of its logits at those 41

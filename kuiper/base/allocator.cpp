@@ -1,7 +1,5 @@
 #include "kuiper/base/allocator.h"
 
-#include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -20,22 +18,19 @@ class CpuAllocator final : public Allocator {
     if (ptr == nullptr) {
       return resource_exhausted("host allocation of " + std::to_string(bytes) + " bytes failed");
     }
-    const size_t now = in_use_.fetch_add(bytes) + bytes;
-    size_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {}
+    count_.add(bytes);
     return ptr;
   }
 
   void release(void* ptr, size_t bytes) override {
     std::free(ptr);
-    in_use_.fetch_sub(bytes);
+    count_.remove(bytes);
   }
 
-  size_t peak_bytes() const override { return peak_.load(); }
+  size_t peak_bytes() const override { return count_.peak(); }
 
  private:
-  std::atomic<size_t> in_use_{0};
-  std::atomic<size_t> peak_{0};
+  ByteCount count_;
 };
 
 }  // namespace

@@ -173,26 +173,19 @@ class PinnedHostAllocator final : public Allocator {
       cudaGetLastError();
       return cuda_status(error, "cudaHostAlloc(" + std::to_string(bytes) + " bytes)");
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_use_ += bytes;
-    peak_ = std::max(peak_, in_use_);
+    count_.add(bytes);
     return ptr;
   }
 
   void release(void* ptr, size_t bytes) override {
     cudaFreeHost(ptr);
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_use_ -= bytes;
+    count_.remove(bytes);
   }
 
-  size_t peak_bytes() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return peak_;
-  }
+  size_t peak_bytes() const override { return count_.peak(); }
 
  private:
-  mutable std::mutex mutex_;
-  size_t in_use_ = 0, peak_ = 0;
+  ByteCount count_;
 };
 
 }  // namespace
