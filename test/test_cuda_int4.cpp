@@ -65,6 +65,7 @@ TEST_P(CudaInt4, DecodeGemvMatchesDoubleReference) {
   check_decode_gemv(96, 288, 64, true);      // GQA k/v: groups across rows, chunks within them
   check_decode_gemv(4096, 4096, 32, true);   // a LLaMA-sized matrix: x quantized in two rounds
   check_decode_gemv(8200, 256, 64, true);    // the tall-row reader, a part-filled last block
+  check_decode_gemv(6144, 4096, 32, true);   // LLaMA-3-8B's q|k|v, the tall-row reader
   check_decode_gemv(11, 4096, 128, true);    // long rows: several bursts per lane
   check_decode_gemv(16, 11008, 128, true);   // x quantized in rounds, the last one part-filled
   check_decode_gemv(2, 32768, 32, true);     // the longest rows whose int8 x fits shared memory

@@ -1,7 +1,7 @@
 // CUDA int8 kernels against the CPU int8 kernels (themselves checked against double references
 // in test_int8_kernels.cpp), on the same random int8 weights, and an int8 model on CUDA against
 // the same int8 model on the CPU. Skips when no GPU can be used.
-// Bounds: the decode GEMV of tall matrices (over 8192 rows: decode_gemv.cu, kInt8ShortRowsUpTo)
+// Bounds: the decode GEMV of tall matrices (over 4096 rows: decode_gemv.cu, kInt8ShortRowsUpTo)
 // multiplies in integers with x quantized to int8 in blocks of 32: per output, against double
 // products of the dequantized weights, 1e-5 of the magnitude of the summed terms on inputs int8
 // holds exactly, plus test::QuantizedProduct's input-rounding bound on random ones. Short
@@ -67,7 +67,9 @@ TEST_F(CudaInt8, DecodeGemvMatchesDoubleReference) {
   check_decode_gemv(11, 4096, 128, false, rng_);     // long rows: several batches per lane
   check_decode_gemv(64, 172, 64, false, rng_);       // groups across rows: scalar reader
   check_decode_gemv(6, 40, 8, false, rng_);          // group below 16: scalar reader
-  check_decode_gemv(8200, 256, 64, true, rng_);      // tall: x in integers, a part-filled last block
+  check_decode_gemv(4097, 256, 64, true, rng_);      // tall: x in integers, a part-filled last block
+  check_decode_gemv(6144, 4096, 64, true, rng_);     // LLaMA-3-8B's q|k|v
+  check_decode_gemv(8200, 256, 64, true, rng_);
   check_decode_gemv(8200, 4096, 32, true, rng_);     // LLaMA-wide rows, groups of 32
   check_decode_gemv(8193, 11008, 128, true, rng_);   // x quantized in rounds, several bursts per lane
   check_decode_gemv(8193, 32768, 64, true, rng_);    // the longest rows whose int8 x fits shared memory

@@ -863,21 +863,22 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
   }
 }
 
-// The heights decode runs at, above the 8192 rows the tests before reach (and where the row
+// The heights decode runs at, above the 256 rows the tests before reach (and where the row
 // readers change: kInt8ShortRowsUpTo, kDenseShortRowsUpTo in decode_gemv.cu): LLaMA-2-7B's
-// stacked q|k|v (12288) and gate|up (22016), LLaMA-3-8B's gate|up (28672), the classifiers
-// (32000, 128256), 4096 wide; plus 8200 wide (too long for one pass: the warp kernel's paired
-// rows) and 4099 wide (odd: the scalar rows). Every epilogue, with and without its optional
-// norm, against the CPU kernels run one after another; tolerances as for CudaDecodeGemv, but
-// where int8 rows are multiplied in integers with x rounded to int8 (tolerance() says why).
+// stacked q|k|v (12288) and gate|up (22016), LLaMA-3-8B's q|k|v (6144) and gate|up (28672),
+// the classifiers (32000, 128256), 4096 wide; plus 8200 wide (too long for one pass: the warp
+// kernel's paired rows) and 4099 wide (odd: the scalar rows). Every epilogue, with and without
+// its optional norm, against the CPU kernels run one after another; tolerances as for
+// CudaDecodeGemv, but where int8 rows are multiplied in integers with x rounded to int8
+// (tolerance() says why).
 class CudaDecodeGemvTall : public CudaDecodeGemv {
  protected:
   void check_every_epilogue(DataType dtype) {
     struct Shape {
       int64_t rows, cols;
     };
-    const Shape shapes[] = {{12288, 4096}, {22016, 4096}, {28672, 4096}, {32000, 4096},
-                            {128256, 4096}, {12288, 8200}, {12288, 4099}};
+    const Shape shapes[] = {{12288, 4096}, {22016, 4096}, {6144, 4096},   {28672, 4096},
+                            {32000, 4096}, {128256, 4096}, {12288, 8200}, {12288, 4099}};
     for (const Shape& shape : shapes) {
       // int8 groups of 64 where they fit the row (16-byte chunks), else of 4 (scalar rows).
       const Case c{dtype, shape.cols, shape.cols % 64 == 0 ? 64 : 4};

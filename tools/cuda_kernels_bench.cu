@@ -330,10 +330,12 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Quantized decode GEMVs on LLaMA-2-7B's matrices, LLaMA-3-8B's 14336-row gate and up and the
-  // classifier, through the table, each weight rotated among copies that exceed the L2 cache.
-  const std::pair<int64_t, int64_t> quantized_shapes[] = {{4096, 4096}, {11008, 4096}, {4096, 11008},
-                                                          {14336, 4096}, {32000, 4096}};
+  // Quantized decode GEMVs on LLaMA-2-7B's matrices, LLaMA-3-8B's 6144-row q|k|v, its 14336-row
+  // gate and up and the classifier, through the table, each weight rotated among copies that
+  // exceed the L2 cache. The "paired" rows run the norm + swiglu epilogue, which reads rows two
+  // by two as rope does.
+  const std::pair<int64_t, int64_t> quantized_shapes[] = {{4096, 4096},  {6144, 4096},  {11008, 4096},
+                                                          {4096, 11008}, {14336, 4096}, {32000, 4096}};
   const auto table_gemv_us = [&](DataType dtype, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
     const auto matmul = table.matmul[static_cast<int>(dtype)];
     return 1e3 * median_ms([&](int i) { check(matmul(x, ws[i % ws.size()], y, ctx()), "quantized matmul"); }, 60);
@@ -368,7 +370,10 @@ int main(int argc, char** argv) {
                             std::pair{"  4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int8Int8Chunks<4, 1>, 2>>(ws, x, y)},
                             std::pair{"  4 rows x 1, columns in 4", gemv_variant_us<SplitColumns<Int8Int8Chunks<4, 1>, 4>>(ws, x, y)},
                             std::pair{"  2 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int8Int8Chunks<2, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
-                            std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int8Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)}}) {
+                            std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int8Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
+                            std::pair{"  paired, fp32 widening, 2 rows x 2", gemv_variant_us<Int8Chunks<2, 2>, op::GemvEpilogue::kSwiglu, true>(ws, x, y)},
+                            std::pair{"  paired, fp32 widening, 4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kSwiglu, true>(ws, x, y)},
+                            std::pair{"  paired, integers, 4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int8Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kSwiglu, true>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
   }
@@ -393,7 +398,9 @@ int main(int argc, char** argv) {
                             std::pair{"  4 rows x 1, 3 blocks", gemv_variant_us<Int4Int8Chunks<4, 1, 3>>(ws, x, y)},
                             std::pair{"  4 rows x 2", gemv_variant_us<Int4Int8Chunks<4, 2>>(ws, x, y)},
                             std::pair{"  4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>>(ws, x, y)},
-                            std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)}}) {
+                            std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
+                            std::pair{"  paired, 2 rows x 2", gemv_variant_us<Int4Int8Chunks<2, 2>, op::GemvEpilogue::kSwiglu, true>(ws, x, y)},
+                            std::pair{"  paired, 4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kSwiglu, true>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
   }

@@ -31,21 +31,22 @@ struct GemvKernelChoice {
 };
 
 // int8 and int4 matrices of up to this many rows are read 4 rows per warp with each row's
-// columns split between two warps (SplitColumns<..<4, 1>, 2>; swiglu and rope, such as
-// LLaMA-3-8B's 6144-row q|k|v, 2 rows per warp): four whole rows per warp leave too few
-// warps to keep every multiprocessor busy, and two rows per warp read x twice as often per
-// weight. Taller ones read four whole rows per warp (int4 with ptxas held to three blocks per
-// multiprocessor, <4, 1, 3>: its 80 registers spill 8 bytes, which costs less than a third
-// block; int8 units are twice the bytes and spilled 192, so two blocks).
+// columns split between two warps (SplitColumns<..<4, 1>, 2>): four whole rows per warp leave
+// too few warps to keep every multiprocessor busy, and two rows per warp read x twice as often
+// per weight. Swiglu and rope pair rows inside a warp: int8 the same way (two pairs a warp;
+// 4096x4096 69.6% of copy bandwidth against 60.7% for one pair of whole rows), int4 one pair
+// of whole rows (61.3% against 58.5%). Taller ones read four whole rows per warp (int4 with
+// ptxas held to three blocks per multiprocessor, <4, 1, 3>: its 80 registers spill 8 bytes,
+// which costs less than a third block; int8 units are twice the bytes and spilled 192, so two
+// blocks).
 // int4 rows are multiplied in integers with x quantized to int8 in shared memory
 // (Int4Int8Chunks). int8 rows of tall matrices are too (Int8Int8Chunks); those of short ones are
 // widened to fp32 (Int8Chunks): there every block of 16 rows quantizes all of x again, and that
-// measured slower than widening (4096x4096 74.5% of copy bandwidth against 77.5%, 4096x11008
-// 78.3% against 87.3%; tall, against the best widening layout: 14336x4096 93.5% against 81.8%,
-// 32000x4096 101.5% against 92.7%). Short paired rows widened two by two are the slowest left
-// (50% on 4096x4096); in integers they ran at 75-78% but rounded the inputs of every stories260K
-// GEMV that pairs rows, moving its greedy text off the CPU's (docs/performance.md).
-constexpr int kInt8ShortRowsUpTo = 8192;
+// measured slower than widening (4096x4096 78.0% against 75.4%, 4096x11008 87.6% against
+// 78.4%). From 6144 rows (LLaMA-3-8B's q|k|v) the tall layouts win: int8 6144x4096 82.6%
+// against 70.7%, int4 74.7% against 60.9%; int8 14336x4096 93.3% against 81.8%, 32000x4096
+// 101.9% against 92.4% (docs/performance.md).
+constexpr int kInt8ShortRowsUpTo = 4096;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
 // long for one pass) take one row per warp and two 16-byte loads per burst up to this many
@@ -126,7 +127,7 @@ constexpr bool pairs_rows(GemvEpilogue e) { return e == GemvEpilogue::kSwiglu ||
 
 // The warp kernel reading rows as Unpaired does for stores and the accumulate, as Paired does
 // for swiglu and rope.
-template <typename Unpaired, typename Paired>
+template <typename Unpaired, typename Paired = Unpaired>
 Status launch_warp(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
   return launch_built<true>(epilogue, a.in_sumsq != nullptr, [&]<GemvEpilogue kEpi, bool kNorm>() {
     using Rows = std::conditional_t<pairs_rows(kEpi), Paired, Unpaired>;
@@ -148,9 +149,9 @@ Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue e
                    cudaStream_t stream) {
   switch (reader) {
     case GemvRowReader::kShortChunks:
-      return launch_warp<SplitColumns<Int8Chunks<4, 1>, 2>, Int8Chunks<2, 2>>(a, epilogue, stream);
+      return launch_warp<SplitColumns<Int8Chunks<4, 1>, 2>>(a, epilogue, stream);
     case GemvRowReader::kTallChunks:
-      return launch_warp<Int8Int8Chunks<4, 1>, Int8Int8Chunks<4, 1>>(a, epilogue, stream);
+      return launch_warp<Int8Int8Chunks<4, 1>>(a, epilogue, stream);
     case GemvRowReader::kScalar:
       break;
   }
@@ -164,7 +165,7 @@ Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue e
     case GemvRowReader::kShortChunks:
       return launch_warp<SplitColumns<Int4Int8Chunks<4, 1>, 2>, Int4Int8Chunks<2, 2>>(a, epilogue, stream);
     case GemvRowReader::kTallChunks:
-      return launch_warp<Int4Int8Chunks<4, 1, 3>, Int4Int8Chunks<4, 1, 3>>(a, epilogue, stream);
+      return launch_warp<Int4Int8Chunks<4, 1, 3>>(a, epilogue, stream);
     case GemvRowReader::kScalar:
       break;
   }
