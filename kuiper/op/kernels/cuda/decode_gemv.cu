@@ -35,10 +35,9 @@ struct GemvKernelChoice {
 // too few warps to keep every multiprocessor busy, and two rows per warp read x twice as often
 // per weight. Swiglu and rope pair rows inside a warp: int8 the same way (two pairs a warp;
 // 4096x4096 69.6% of copy bandwidth against 60.7% for one pair of whole rows), int4 one pair
-// of whole rows (61.3% against 58.5%). Taller ones read four whole rows per warp (int4 with
-// ptxas held to three blocks per multiprocessor, <4, 1, 3>: its 80 registers spill 8 bytes,
-// which costs less than a third block; int8 units are twice the bytes and spilled 192, so two
-// blocks).
+// of whole rows (61.3% against 58.5%). Taller ones read four whole rows per warp: int4 with
+// ptxas held to three blocks per multiprocessor (<4, 1, 3>, 80 registers); int8 units are twice
+// the bytes and spilled 192 bytes at three blocks, so two.
 // int4 rows are multiplied in integers with x quantized to int8 in shared memory
 // (Int4Int8Chunks). int8 rows of tall matrices are too (Int8Int8Chunks); those of short ones are
 // widened to fp32 (Int8Chunks): there every block of 16 rows quantizes all of x again, and that
