@@ -15,7 +15,8 @@
 #   gpu_check.sh tp      several GPUs: split models against one GPU (8B shape included), 8B-shape
 #                        decode on 1, 2 and 4 GPUs
 #   gpu_check.sh tp70    LLaMA-2-70B shape: bf16 over 4 GPUs, int8 over 2
-# MEMCHECK (cuda: the programs memcheck runs) and QUANT_SHAPES (quant: the shapes) trim a stage.
+# MEMCHECK (cuda: the programs memcheck runs), QUANT_SHAPES and QUANT_INT4 (quant: the shapes, the
+# int4 schemes) trim a stage.
 # Run from the project root on the device machine, carrying .device-deps (and .whl for serve).
 # Logs go to $OUT (or ./gpu-check); short results are printed. Later stages reuse build-gpu when
 # the machine is warm. The packages the GPU image lacks, bundled here beforehand:
@@ -81,10 +82,14 @@ hfbatch() {
 int8batch() { batched int8 "llama2-7b 512 1,8,32" "llama2-7b 4096 8"; }
 
 quant() {
+  # int4 with minimums (the default) takes minutes to quantize at load on the 8B shape (its code
+  # search), the symmetric scheme about one: QUANT_INT4 picks which run ("min symmetric" by default).
   for shape in ${QUANT_SHAPES:-llama2-7b llama3-8b}; do
-    for dtype in bf16 int8 int4; do
-      echo "== $shape $dtype" | tee -a "$out/quant.txt"
-      build-gpu/demo/llama_bench --shape "$shape" --device cuda --dtype "$dtype" --contexts 128,4096 2>&1 |
+    for run in bf16 int8 ${QUANT_INT4:-min symmetric}; do
+      local dtype=$run flags=()
+      [[ $run == min || $run == symmetric ]] && dtype=int4 flags=(--int4-scheme "$run")
+      echo "== $shape $dtype ${flags[*]}" | tee -a "$out/quant.txt"
+      build-gpu/demo/llama_bench --shape "$shape" --device cuda --dtype "$dtype" "${flags[@]}" --contexts 128,4096 2>&1 |
         tee -a "$out/quant.txt" | grep -E "decode at|error"
     done
   done
