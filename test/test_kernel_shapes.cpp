@@ -19,18 +19,19 @@ constexpr int kH100 = 132;  // multiprocessors
 
 TEST(PagedAttentionSplits, FewRowsSplitUntilTheGpuIsFull) {
   // 8 rows of 32 heads are 256 blocks; 16 a multiprocessor want 2112, so 9 ranges, which ranges
-  // of whole 64-position units turn into 8.
+  // of whole 256-position units turn into 8.
   AttentionSplits s = paged_attention_splits(8, 4096, kLlama2, kH100);
   EXPECT_EQ(s.span, 512);
   EXPECT_EQ(s.splits, 8);
-  s = paged_attention_splits(8, 512, kLlama2, kH100);  // 8 units of 64: one each
-  EXPECT_EQ(s.span, 64);
-  EXPECT_EQ(s.splits, 8);
-  s = paged_attention_splits(1, 4096, kLlama2, kH100);  // as many as the one-sequence kernel
-  EXPECT_EQ(s.span, 64);
-  EXPECT_EQ(s.splits, 64);
-  EXPECT_EQ(paged_attention_splits(66, 4096, kLlama2, kH100).splits, 1);  // 2112 blocks already
-  EXPECT_EQ(paged_attention_splits(8, 64, kLlama2, kH100).splits, 1);     // one unit of 64
+  s = paged_attention_splits(8, 512, kLlama2, kH100);  // 2 units of 256: one each
+  EXPECT_EQ(s.span, 256);
+  EXPECT_EQ(s.splits, 2);
+  s = paged_attention_splits(1, 4096, kLlama2, kH100);  // every unit a range
+  EXPECT_EQ(s.span, 256);
+  EXPECT_EQ(s.splits, 16);
+  EXPECT_EQ(paged_attention_splits(32, 512, kLlama2, kH100).splits, 1);   // 1024 blocks: 7.8 a multiprocessor
+  EXPECT_EQ(paged_attention_splits(24, 4096, kLlama2, kH100).splits, 3);  // 768 blocks: 5.8
+  EXPECT_EQ(paged_attention_splits(8, 256, kLlama2, kH100).splits, 1);    // one unit of 256
 }
 
 TEST(PagedAttentionSplits, RangesCoverTheReachInWholeUnits) {
@@ -45,10 +46,10 @@ TEST(PagedAttentionSplits, RangesCoverTheReachInWholeUnits) {
           EXPECT_GE(s.splits, 1);
           EXPECT_LE(s.splits, op::kDecodeMaxSplits);
           EXPECT_GT(s.span, 0);
-          EXPECT_EQ(s.span % op::kDecodeSplitMinRows, 0);
+          EXPECT_EQ(s.span % op::kPagedSplitMinRows, 0);
           EXPECT_GE(s.span * s.splits, reach);                       // every position in a range
           EXPECT_LT((s.splits - 1) * s.span, std::max<int64_t>(reach, 1));  // no range wholly past it
-          if (rows * shape.n_heads >= int64_t{op::kPagedSplitBlocksPerMultiprocessor} * multiprocessors) {
+          if (rows * shape.n_heads >= int64_t{op::kPagedUnsplitBlocksPerMultiprocessor} * multiprocessors) {
             EXPECT_EQ(s.splits, 1);
           }
         }

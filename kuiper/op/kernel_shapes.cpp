@@ -59,15 +59,16 @@ size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& sh
 
 AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const AttentionShape& shape,
                                        int multiprocessors) {
-  // In units of kDecodeSplitMinRows positions, the least a range holds.
-  const int64_t units = std::max<int64_t>(1, (reach + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows);
+  // In units of kPagedSplitMinRows positions, the least a range holds.
+  const int64_t units = std::max<int64_t>(1, (reach + kPagedSplitMinRows - 1) / kPagedSplitMinRows);
   const int64_t blocks = std::max<int64_t>(1, rows * shape.n_heads);
   const int64_t target = int64_t{kPagedSplitBlocksPerMultiprocessor} * multiprocessors;
+  const bool fills = blocks >= int64_t{kPagedUnsplitBlocksPerMultiprocessor} * multiprocessors;
   const int64_t wanted =
-      std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::min<int64_t>(units, kDecodeMaxSplits));
+      fills ? 1 : std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::min<int64_t>(units, kDecodeMaxSplits));
   const int64_t units_per_range = (units + wanted - 1) / wanted;
   const int64_t splits = (units + units_per_range - 1) / units_per_range;
-  return {units_per_range * kDecodeSplitMinRows, static_cast<int>(splits)};
+  return {units_per_range * kPagedSplitMinRows, static_cast<int>(splits)};
 }
 
 size_t paged_attention_partials_bytes(int64_t max_rows, int64_t reach, const AttentionShape& shape,

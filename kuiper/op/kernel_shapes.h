@@ -33,12 +33,20 @@ size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& sh
 // Paged attention (PagedAttentionKernel) gives each (row, query head, range) a block of 4 warps.
 // Rows × heads alone are too few blocks when a step carries few rows (8 rows of 32 heads: 256
 // blocks on 132 multiprocessors, each walking its row's whole context), so each row's positions
-// are split into ranges until there are about this many blocks per multiprocessor: as many as
-// the one-sequence decode kernel runs at context 4096 (32 heads × 64 ranges on 132), where more
-// blocks measured faster than fewer blocks that loop (attention_decode_kernel.cuh).
+// are split into ranges of at least kPagedSplitMinRows positions until there are about
+// kPagedSplitBlocksPerMultiprocessor blocks per multiprocessor; from
+// kPagedUnsplitBlocksPerMultiprocessor per multiprocessor the rows are not split at all.
+// Measured on an H100 (tools/cuda_kernels_bench, LLaMA-2-7B heads, % of copy bandwidth):
+//  - 32 rows of 512 positions (1,024 blocks, 7.8 per multiprocessor): 93.2% unsplit, 84.5% in
+//    3 ranges of 192 and the merge;
+//  - 8 rows of 512: 67.3% in 2 ranges of 256, 62.5% in 8 of 64;
+//  - 8 rows of 4096: 94.8% in 8 ranges of 512, 87.3% in 3 of 1,536 (768 blocks: too few);
+//  - 1 row of 4096: 66.8% in 16 ranges of 256, 62.4% in 64 of 64.
+inline constexpr int kPagedSplitMinRows = 256;
 inline constexpr int kPagedSplitBlocksPerMultiprocessor = 16;
+inline constexpr int kPagedUnsplitBlocksPerMultiprocessor = 6;
 struct AttentionSplits {
-  int64_t span = 0;  // positions per range, a multiple of kDecodeSplitMinRows
+  int64_t span = 0;  // positions per range, a multiple of kPagedSplitMinRows
   int splits = 1;    // ranges per row; 1: the blocks write the normalised output directly
 };
 // The ranges for `rows` rows whose block tables reach `reach` positions, on a GPU of

@@ -4,8 +4,9 @@
 // K and V live from a row map. The KV cache is the one large thing it reads, so the kernel
 // streams it like the GEMVs stream weights. Each warp owns a share of the split's rows and
 // keeps everything in registers: a lane holds head_dim / 32 dimensions of the query, of the
-// running output and of each K and V row; kChunk rows of K and V are loaded before the first is
-// used; the scores are reduced with warp shuffles and folded into an online softmax. No
+// running output and of each K and V row; a warp has two chunks of kChunk rows of K and V in
+// flight, folding one in while the next loads; the scores are reduced with warp shuffles and
+// folded into an online softmax. No
 // shared-memory tiles and no block-wide barrier until the warps of the block merge their
 // results at the end.
 //
@@ -30,13 +31,15 @@
 namespace kuiper::op::cuda {
 
 inline constexpr int kDecodeAttentionWarps = 4;
-// K and V rows a warp has in flight. With 64-row splits, 16 makes every warp's share one
-// burst: at short contexts the kernel is bound by round trips, not bytes. LLaMA-2-7B bf16
-// decode, context 128 / 1024 / 4096, tokens/s on an H200 with 8 -> 16: 261.3 / 254.0 / 227.0
-// -> 265.0 / 255.8 / 231.2 (4 rows in 32-row splits: 261.1 / 254.9 / 230.3); LLaMA-3-8B at
-// 128 / 4096 (another H200): 234.4 / 212.3 -> 238.8 / 216.0. Fewer blocks, each looping over
-// several splits: no faster at 128, slower at 4096 (8 splits per head: 228.9 -> 217.7).
-inline constexpr int kDecodeAttentionChunk = 16;
+// K and V rows a warp loads per chunk; each warp keeps two chunks in flight
+// (decode_attention_block). Before, one chunk of 16 was loaded and then used, so a warp paid a
+// round trip per chunk; two chunks of 8 take the same registers. H100, % of copy bandwidth
+// (tools/cuda_kernels_bench), one chunk of 16 -> two of 8: paged attention, 8 rows of 4096
+// positions 92.0% -> 94.8%, 32 rows of 512 80.6% -> 84.5%; one-sequence decode over 4096 rows
+// 72.9% -> 73.3% (graph replay). With one chunk in flight, 16 rows had beaten 8 (LLaMA-2-7B
+// bf16 decode on an H200, context 128 / 1024 / 4096: 261.3 / 254.0 / 227.0 -> 265.0 / 255.8 /
+// 231.2 tokens/s).
+inline constexpr int kDecodeAttentionChunk = 8;
 
 // Where position j of the sequence a block attends to keeps its K and V: here cache row j. A
 // map with kLookup (paged_attention.cu) reads a table instead and returns an int32 row, or -1
@@ -103,89 +106,123 @@ __device__ __forceinline__ void store_merged_warps(const float* acc_s, int strid
   }
 }
 
+// kChunk positions' K and V rows of one warp, loaded before the first is used.
+template <typename T, int kDims, int kChunk>
+struct DecodeChunk {
+  HeadSlice<T, kDims> k[kChunk], v[kChunk];
+  bool found[kChunk];  // kLookup: whether the position has a row
+};
+
+// A warp's running softmax over its positions: lane l holds dimensions l·kDims .. of the
+// query (pre-scaled) and of the output, m the maximum score so far and l the sum of weights.
+template <int kDims>
+struct DecodeSoftmax {
+  float q[kDims], acc[kDims], m = -INFINITY, l = 0.f;
+};
+
+// Folds the chunk of positions first .. first + kChunk - 1 (those before end) into the softmax.
+template <typename T, int kDims, int kChunk, bool kLookup>
+__device__ __forceinline__ void fold_chunk(DecodeSoftmax<kDims>& sm, const DecodeChunk<T, kDims, kChunk>& c,
+                                           int64_t first, int64_t end) {
+  float s[kChunk];
+#pragma unroll
+  for (int r = 0; r < kChunk; ++r) {
+    float kf[kDims];
+    c.k[r].widen(kf);
+    s[r] = 0.f;
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) s[r] += sm.q[d] * kf[d];
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+#pragma unroll
+    for (int r = 0; r < kChunk; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], offset);
+  }
+  float chunk_max = -INFINITY;
+#pragma unroll
+  for (int r = 0; r < kChunk; ++r) {
+    bool skip = first + r >= end;
+    if constexpr (kLookup) skip = skip || !c.found[r];
+    if (skip) s[r] = -INFINITY;
+    chunk_max = fmaxf(chunk_max, s[r]);
+  }
+  if constexpr (kLookup) {
+    if (chunk_max == -INFINITY) return;  // no position of the chunk has a row
+  }
+  const float new_max = fmaxf(sm.m, chunk_max);  // finite: some position of the chunk is valid
+  const float rescale = expf(sm.m - new_max);     // 0 on the first chunk
+  sm.m = new_max;
+  sm.l *= rescale;
+#pragma unroll
+  for (int d = 0; d < kDims; ++d) sm.acc[d] *= rescale;
+#pragma unroll
+  for (int r = 0; r < kChunk; ++r) {
+    const float w = expf(s[r] - new_max);
+    sm.l += w;
+    float vf[kDims];
+    c.v[r].widen(vf);
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) sm.acc[d] += w * vf[d];
+  }
+}
+
 // One block of kDecodeAttentionWarps warps: one query head (q_head, head_dim = 32 · kDims
 // values) over positions [begin, end) of its sequence, position j's K and V in cache row
 // row_of(j) (k_base and v_base point at the head's KV head in cache row 0, rows kv_dim elements
-// apart).
+// apart). Each warp keeps two chunks in flight: the next one loads while the current one is
+// folded in, so a warp that walks several chunks pays one round trip, not one per chunk.
 template <typename T, int kDims, typename RowOf>
 __device__ __forceinline__ void decode_attention_block(const float* q_head, float scale, const T* k_base,
                                                        const T* v_base, int64_t kv_dim, int64_t begin,
                                                        int64_t end, const RowOf& row_of,
                                                        const DecodeOutput& o) {
   constexpr int kHd = 32 * kDims, kChunk = kDecodeAttentionChunk;
+  constexpr bool kLookup = RowOf::kLookup;
   if (!decode_range_nonempty(begin, end, kHd, o)) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
-  float q[kDims], acc[kDims], m = -INFINITY, l = 0.f;
+  DecodeSoftmax<kDims> sm;
 #pragma unroll
   for (int d = 0; d < kDims; ++d) {
-    q[d] = q_head[lane * kDims + d] * scale;
-    acc[d] = 0.f;
+    sm.q[d] = q_head[lane * kDims + d] * scale;
+    sm.acc[d] = 0.f;
   }
   constexpr int kStride = kDecodeAttentionWarps * kChunk;
   // Past the end, re-read the last position; a position without a row reads row 0. Either gets
-  // weight 0 below.
+  // weight 0 in fold_chunk.
   const auto look_up = [&](int64_t chunk) { return row_of(min(chunk + lane % kChunk, end - 1)); };
-  int32_t looked_up = 0;  // kLookup: the row of this lane's position of the next chunk
-  if constexpr (RowOf::kLookup) looked_up = look_up(begin + warp * kChunk);
-  for (int64_t first = begin + warp * kChunk; first < end; first += kStride) {
-    HeadSlice<T, kDims> k[kChunk], v[kChunk];
-    bool found[kChunk];  // kLookup: whether the position has a row
+  int32_t looked_up = 0;  // kLookup: the row of this lane's position of the next chunk to load
+  if constexpr (kLookup) looked_up = look_up(begin + warp * kChunk);
+  // Queues the loads of the chunk at `first` (when it lies before end) and looks up the rows
+  // of the chunk after it.
+  const auto load = [&](DecodeChunk<T, kDims, kChunk>& c, int64_t first) {
+    if (first >= end) return;
 #pragma unroll
     for (int r = 0; r < kChunk; ++r) {
       int64_t row;
-      if constexpr (RowOf::kLookup) {
+      if constexpr (kLookup) {
         const int32_t found_row = __shfl_sync(0xffffffffu, looked_up, r);
-        found[r] = found_row >= 0;
+        c.found[r] = found_row >= 0;
         row = max(found_row, 0);
       } else {
         row = row_of(min(first + r, end - 1));
       }
-      k[r].load(k_base + row * kv_dim, lane);
-      v[r].load(v_base + row * kv_dim, lane);
+      c.k[r].load(k_base + row * kv_dim, lane);
+      c.v[r].load(v_base + row * kv_dim, lane);
     }
-    if constexpr (RowOf::kLookup) looked_up = look_up(first + kStride);
-    float s[kChunk];
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      float kf[kDims];
-      k[r].widen(kf);
-      s[r] = 0.f;
-#pragma unroll
-      for (int d = 0; d < kDims; ++d) s[r] += q[d] * kf[d];
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-#pragma unroll
-      for (int r = 0; r < kChunk; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], offset);
-    }
-    float chunk_max = -INFINITY;
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      bool skip = first + r >= end;
-      if constexpr (RowOf::kLookup) skip = skip || !found[r];
-      if (skip) s[r] = -INFINITY;
-      chunk_max = fmaxf(chunk_max, s[r]);
-    }
-    if constexpr (RowOf::kLookup) {
-      if (chunk_max == -INFINITY) continue;  // no position of the chunk has a row
-    }
-    const float new_max = fmaxf(m, chunk_max);  // finite: some position of the chunk is valid
-    const float rescale = expf(m - new_max);     // 0 on the first chunk
-    m = new_max;
-    l *= rescale;
-#pragma unroll
-    for (int d = 0; d < kDims; ++d) acc[d] *= rescale;
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      const float w = expf(s[r] - new_max);
-      l += w;
-      float vf[kDims];
-      v[r].widen(vf);
-#pragma unroll
-      for (int d = 0; d < kDims; ++d) acc[d] += w * vf[d];
-    }
+    if constexpr (kLookup) looked_up = look_up(first + kStride);
+  };
+  DecodeChunk<T, kDims, kChunk> even, odd;
+  load(even, begin + warp * kChunk);
+  for (int64_t first = begin + warp * kChunk; first < end; first += 2 * kStride) {
+    load(odd, first + kStride);
+    fold_chunk<T, kDims, kChunk, kLookup>(sm, even, first, end);
+    if (first + kStride >= end) break;
+    load(even, first + 2 * kStride);
+    fold_chunk<T, kDims, kChunk, kLookup>(sm, odd, first + kStride, end);
   }
+  const float* acc = sm.acc;
+  const float m = sm.m, l = sm.l;
 
   __shared__ float acc_s[kDecodeAttentionWarps][kHd];
   __shared__ float m_s[kDecodeAttentionWarps], l_s[kDecodeAttentionWarps];
