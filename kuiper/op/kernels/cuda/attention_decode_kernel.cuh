@@ -6,9 +6,8 @@
 // keeps everything in registers: a lane holds head_dim / 32 dimensions of the query, of the
 // running output and of each K and V row; a warp has two chunks of kChunk rows of K and V in
 // flight, folding one in while the next loads; the scores are reduced with warp shuffles and
-// folded into an online softmax. No
-// shared-memory tiles and no block-wide barrier until the warps of the block merge their
-// results at the end.
+// folded into an online softmax. No shared-memory tiles and no block-wide barrier until the
+// warps of the block merge their results at the end.
 //
 // Measured on an H200 (tools/cuda_kernels_bench, graph replay), 4096 cached rows of 128-wide
 // heads: 32 KV heads (LLaMA-2-7B) 38 µs with the tiled kernel of attention_kernels.cuh (which
@@ -221,16 +220,14 @@ __device__ __forceinline__ void decode_attention_block(const float* q_head, floa
     load(even, first + 2 * kStride);
     fold_chunk<T, kDims, kChunk, kLookup>(sm, odd, first + kStride, end);
   }
-  const float* acc = sm.acc;
-  const float m = sm.m, l = sm.l;
 
   __shared__ float acc_s[kDecodeAttentionWarps][kHd];
   __shared__ float m_s[kDecodeAttentionWarps], l_s[kDecodeAttentionWarps];
 #pragma unroll
-  for (int d = 0; d < kDims; ++d) acc_s[warp][lane * kDims + d] = acc[d];
+  for (int d = 0; d < kDims; ++d) acc_s[warp][lane * kDims + d] = sm.acc[d];
   if (lane == 0) {
-    m_s[warp] = m;
-    l_s[warp] = l;
+    m_s[warp] = sm.m;
+    l_s[warp] = sm.l;
   }
   __syncthreads();
   store_merged_warps<kDecodeAttentionWarps>(&acc_s[0][0], kHd, m_s, l_s, kHd, o);
