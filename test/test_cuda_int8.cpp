@@ -69,7 +69,7 @@ TEST_F(CudaInt8, DecodeGemvMatchesDoubleReference) {
   check_decode_gemv(6, 40, 8, false, rng_);          // group below 16: scalar reader
   check_decode_gemv(4097, 256, 64, true, rng_);      // tall: x in integers, a part-filled last block
   check_decode_gemv(6144, 4096, 64, true, rng_);     // LLaMA-3-8B's q|k|v
-  check_decode_gemv(8200, 256, 64, true, rng_);
+  check_decode_gemv(8200, 256, 64, true, rng_);      // and past 8192 rows, a part-filled last block
   check_decode_gemv(8200, 4096, 32, true, rng_);     // LLaMA-wide rows, groups of 32
   check_decode_gemv(8193, 11008, 128, true, rng_);   // x quantized in rounds, several bursts per lane
   check_decode_gemv(8193, 32768, 64, true, rng_);    // the longest rows whose int8 x fits shared memory

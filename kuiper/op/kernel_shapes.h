@@ -18,9 +18,9 @@ Status check_attention_shapes(const Tensor& q, const Tensor& k_cache, const Tens
 // positive block size, and a pool of whole blocks (cache_rows a multiple of the block size).
 Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t cache_rows);
 
-// Split-cache decode attention (flash-decoding) cuts the cache into ranges of at least this many
-// rows and merges the ranges' partial results, which live in the execution context's
-// ScratchUse::kAttentionPartials region.
+// Split-cache decode attention (flash-decoding) of one sequence cuts the cache into ranges of at
+// least this many rows (paged attention: kPagedSplitMinRows) and merges the ranges' partial
+// results, which live in the execution context's ScratchUse::kAttentionPartials region.
 inline constexpr int kDecodeSplitMinRows = 64;
 // The most ranges of one (query row, head): what the merging kernel holds weights for.
 inline constexpr int kDecodeMaxSplits = 1024;

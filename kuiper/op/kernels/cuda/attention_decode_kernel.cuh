@@ -44,9 +44,9 @@ inline constexpr int kDecodeAttentionChunk = 8;
 // Where position j of the sequence a block attends to keeps its K and V: here cache row j. A
 // map with kLookup (paged_attention.cu) reads a table instead and returns an int32 row, or -1
 // for a position it cannot find (the loop skips it). The chunk loop asks it once per lane, lane
-// i for position i % kChunk of a chunk rather than every lane for every position, one chunk
-// ahead (the table read is in flight while the chunk before is computed), and shuffles the rows
-// to the lanes.
+// i for position i % kChunk of a chunk rather than every lane for every position, as soon as the
+// chunk before has been loaded (the table read is in flight while a chunk is folded in), and
+// shuffles the rows to the lanes.
 struct ContiguousRows {
   static constexpr bool kLookup = false;
   __device__ int64_t operator()(int64_t position) const { return position; }
@@ -117,7 +117,7 @@ struct DecodeChunk {
 // query (pre-scaled) and of the output, m the maximum score so far and l the sum of weights.
 template <int kDims>
 struct DecodeSoftmax {
-  float q[kDims], acc[kDims], m = -INFINITY, l = 0.f;
+  float q[kDims], acc[kDims] = {}, m = -INFINITY, l = 0.f;
 };
 
 // Folds the chunk of positions first .. first + kChunk - 1 (those before end) into the softmax.
@@ -183,10 +183,7 @@ __device__ __forceinline__ void decode_attention_block(const float* q_head, floa
 
   DecodeSoftmax<kDims> sm;
 #pragma unroll
-  for (int d = 0; d < kDims; ++d) {
-    sm.q[d] = q_head[lane * kDims + d] * scale;
-    sm.acc[d] = 0.f;
-  }
+  for (int d = 0; d < kDims; ++d) sm.q[d] = q_head[lane * kDims + d] * scale;
   constexpr int kStride = kDecodeAttentionWarps * kChunk;
   // Past the end, re-read the last position; a position without a row reads row 0. Either gets
   // weight 0 in fold_chunk.

@@ -7,11 +7,10 @@
 //
 // 16-bit caches with head_dim 64 or 128 (every LLaMA-family model) take the one-sequence decode
 // kernel's chunk loop (attention_decode_kernel.cuh, decode_attention_block) with the block table
-// as its row map: a warp loads kDecodeAttentionChunk positions' K and V rows before it uses the
-// first, so a block's walk costs one round trip per chunk rather than two per position (the walk
-// one position at a time held batched decode to 67 ms per step for 8 or 16 sequences at context
-// 4096 on the LLaMA-2-7B shape, H100: latency, not bytes). Other caches take the one-position
-// kernel.
+// as its row map: a warp keeps two chunks of kDecodeAttentionChunk positions' K and V rows in
+// flight, so its walk is not a round trip per position (the walk one position at a time held
+// batched decode to 67 ms per step for 8 or 16 sequences at context 4096 on the LLaMA-2-7B shape,
+// H100: latency, not bytes). Other caches take the one-position kernel.
 //
 // With few rows, rows × heads blocks leave most of the GPU idle while each walks a whole context
 // (8 sequences at context 4096 reached 37% of the batched roofline on an H100, 16 the same step
