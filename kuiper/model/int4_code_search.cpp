@@ -20,8 +20,9 @@ struct Fit {
 };
 
 // The weight `code` gives back for v, as int4_value(int4_nibble_of(v)) does for a positive
-// scale, written so that fit_of's loop vectorizes: rint rounds as nearbyint does (ties to even)
-// and min/max clamp without branches.
+// scale, written so that fit_of's loop vectorizes: rint rounds as nearbyint does (ties to even),
+// and the clamp's compares become selects (this file is compiled with -fno-trapping-math,
+// kuiper/CMakeLists.txt).
 template <bool kWithMin>
 float reconstructed(float v, const Int4GroupCode& code) {
   constexpr float kLow = kWithMin ? 0.f : -7.f, kHigh = kWithMin ? 15.f : 7.f;
