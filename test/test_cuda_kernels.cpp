@@ -450,6 +450,28 @@ struct AttentionCase {
 // widened to fp32; rows from `length` on hold huge values, so reading them would show.
 class CudaAttention : public CudaKernels {
  protected:
+  // Runs `attend` (a CUDA attention kernel writing its argument) into an fp32 output, which it
+  // returns downloaded, and into fp16 and bf16 outputs, the dtypes a matmul after attention
+  // reads (kernel_table.h, AttentionKernel): those must hold the fp32 output rounded, bit for
+  // bit. Every output starts as NaN, so an element left unwritten fails.
+  template <typename Attend>
+  Tensor attend_into_every_output(const Shape& shape, const Attend& attend) {
+    Tensor out = poisoned_gpu(shape);
+    EXPECT_TRUE(attend(out).ok());
+    const Tensor fp32 = download(out);
+    const Tensor poison = download(poisoned_gpu(shape));
+    for (DataType type : {DataType::kFP16, DataType::kBF16}) {
+      Tensor rounded = upload(round_to(poison, type));
+      const Status status = attend(rounded);
+      EXPECT_TRUE(status.ok()) << dtype_name(type) << " output: " << status.to_string();
+      const Tensor got = download(rounded), want = round_to(fp32, type);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) differ += got.data<uint16_t>()[i] != want.data<uint16_t>()[i];
+      EXPECT_EQ(differ, 0) << "of " << want.numel() << " elements of the " << dtype_name(type) << " output";
+    }
+    return fp32;
+  }
+
   void check(DataType dtype, const AttentionCase& c, int64_t capacity,
              const std::vector<int32_t>& positions, double tolerance) {
     const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};
@@ -470,10 +492,11 @@ class CudaAttention : public CudaKernels {
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {tokens, q_dim}).value();
     KUIPER_ASSERT_OK(cpu_.attention[at(DataType::kFP32)](q, widen(k_cache), widen(v_cache), pos,
                                                          shape, expected, ctx()));
-    Tensor out = poisoned_gpu({tokens, q_dim});
-    KUIPER_ASSERT_OK(gpu_.attention[at(dtype)](upload(q), upload(k_cache), upload(v_cache),
-                                               upload(pos), shape, out, ctx()));
-    EXPECT_LT(error_vs(download(out), expected), tolerance)
+    const Tensor gpu_q = upload(q), gpu_k = upload(k_cache), gpu_v = upload(v_cache), gpu_pos = upload(pos);
+    const Tensor out = attend_into_every_output({tokens, q_dim}, [&](Tensor& o) {
+      return gpu_.attention[at(dtype)](gpu_q, gpu_k, gpu_v, gpu_pos, shape, o, ctx());
+    });
+    EXPECT_LT(error_vs(out, expected), tolerance)
         << dtype_name(dtype) << " kv heads " << c.n_kv_heads << " group " << c.group
         << " head_dim " << c.head_dim << " capacity " << capacity << " rows " << tokens
         << " last position " << positions.back();
@@ -529,10 +552,11 @@ void CudaAttention::check_paged(const std::vector<int32_t>& table_values, int se
                                                                   shape, expected, ctx()));
       const Tensor gpu_tables = upload(tables), gpu_row_seq = upload(row_seq);
       const op::PagedKv gpu_paged{&gpu_tables, &gpu_row_seq, block};
-      Tensor out = poisoned_gpu({rows, q_dim});
-      KUIPER_ASSERT_OK(gpu_.paged_attention[at(dtype)](upload(q), upload(k_cache), upload(v_cache), upload(pos),
-                                                       gpu_paged, shape, out, ctx()));
-      EXPECT_LT(error_vs(download(out), expected), 2e-5)
+      const Tensor gpu_q = upload(q), gpu_k = upload(k_cache), gpu_v = upload(v_cache), gpu_pos = upload(pos);
+      const Tensor out = attend_into_every_output({rows, q_dim}, [&](Tensor& o) {
+        return gpu_.paged_attention[at(dtype)](gpu_q, gpu_k, gpu_v, gpu_pos, gpu_paged, shape, o, ctx());
+      });
+      EXPECT_LT(error_vs(out, expected), 2e-5)
           << dtype_name(dtype) << " head_dim " << c.head_dim << ", " << ranges.splits << " ranges of " << ranges.span;
     }
   }
@@ -607,11 +631,10 @@ TEST_F(CudaAttention, PrefillGivesZerosForPositionsOutsideTheCache) {
   const op::AttentionShape shape{2, 1, 128};
   const Tensor cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
   const Tensor q = test::random_tensor({3, q_dim}, rng_);
-  Tensor out = poisoned_gpu({3, q_dim});
-  KUIPER_ASSERT_OK(gpu_.attention[at(DataType::kBF16)](upload(q), upload(cache), upload(cache),
-                                                       upload(int_tensor({99, 100, -1})), shape,
-                                                       out, ctx()));
-  const Tensor back = download(out);
+  const Tensor gpu_q = upload(q), gpu_cache = upload(cache), gpu_pos = upload(int_tensor({99, 100, -1}));
+  const Tensor back = attend_into_every_output({3, q_dim}, [&](Tensor& o) {
+    return gpu_.attention[at(DataType::kBF16)](gpu_q, gpu_cache, gpu_cache, gpu_pos, shape, o, ctx());
+  });
   for (int64_t i = 0; i < q_dim; ++i) EXPECT_TRUE(std::isfinite(back.data<float>()[i])) << i;
   for (int64_t i = q_dim; i < 3 * q_dim; ++i) ASSERT_EQ(back.data<float>()[i], 0.f) << i;
 }

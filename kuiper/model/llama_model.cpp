@@ -384,7 +384,7 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(full_.x, f32({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.normed, matmul_input({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.q, f32({rows, q_dim}));
-  KUIPER_ASSIGN_OR_RETURN(full_.attention, f32({rows, q_dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.attention, matmul_input({rows, q_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.delta, f32({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.gate, f32({rows, hidden}));
   KUIPER_ASSIGN_OR_RETURN(full_.up, f32({rows, hidden}));
@@ -392,6 +392,7 @@ Status LlamaModel::allocate_buffers() {
   if (fused_) {
     KUIPER_ASSIGN_OR_RETURN(full_.qkv, f32({rows, q_dim + 2 * kv}));
     KUIPER_ASSIGN_OR_RETURN(full_.swiglu, f32({1, hidden}));
+    KUIPER_ASSIGN_OR_RETURN(full_.attention_fp32, f32({1, q_dim}));
     KUIPER_ASSIGN_OR_RETURN(handoff_.values, f32({dim}));
     KUIPER_ASSIGN_OR_RETURN(handoff_.sumsq, f32({op::decode_sumsq_runs(dim)}));
   } else {
@@ -421,8 +422,8 @@ StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
   for (auto member : {&Activations::tokens, &Activations::positions, &Activations::slots,
                       &Activations::row_sequence, &Activations::x, &Activations::normed,
                       &Activations::qkv, &Activations::q, &Activations::k, &Activations::v,
-                      &Activations::attention, &Activations::delta, &Activations::gate, &Activations::up,
-                      &Activations::hidden, &Activations::swiglu}) {
+                      &Activations::attention, &Activations::attention_fp32, &Activations::delta,
+                      &Activations::gate, &Activations::up, &Activations::hidden, &Activations::swiglu}) {
     KUIPER_ASSIGN_OR_RETURN(a.*member, first(full_.*member));
   }
   return a;
@@ -490,10 +491,11 @@ Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activat
   const int index = static_cast<int>(&layer - layers_.data());
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttention, a.normed, fused));
   KUIPER_RETURN_IF_ERROR(project_qkv(layer, a, fused));
+  Tensor& attended = fused ? a.attention_fp32 : a.attention;
   KUIPER_RETURN_IF_ERROR(
-      attention_.attend(a.q, a.positions, keys(layer, a), values(layer, a), a.paged, a.attention, *ctx_));
-  KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttentionOutput, a.attention, fused));
-  KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, a.attention, layer.ffn_norm, a, fused));
+      attention_.attend(a.q, a.positions, keys(layer, a), values(layer, a), a.paged, attended, *ctx_));
+  KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttentionOutput, attended, fused));
+  KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, attended, layer.ffn_norm, a, fused));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForward, a.normed, fused));
   KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForwardHidden, a.hidden, fused));

@@ -144,7 +144,8 @@ class LlamaModel {
     Tensor qkv;                // [rows, q_dim + 2 kv_dim] stacked q|k|v projections (stacked only)
     Tensor q;                  // [rows, q_dim] rotated queries
     Tensor k, v;               // [rows, kv_dim] this step's keys and values (unstacked only)
-    Tensor attention;          // [rows, q_dim] attention output
+    Tensor attention;          // [rows, q_dim] attention output, in the matmul input dtype
+    Tensor attention_fp32;     // [1, q_dim] attention output in fp32, as a fused GEMV reads it
     Tensor delta;              // [rows, dim] a sublayer's output before it joins the residual
     Tensor gate, up;           // [rows, hidden_dim] the feed-forward projections
     Tensor hidden;             // [rows, hidden_dim] silu(gate) * up, in the matmul input dtype

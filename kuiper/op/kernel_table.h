@@ -63,6 +63,8 @@ using KvStoreKernel = Status (*)(const Tensor& k, const Tensor& v, const Tensor&
 
 // Causal attention: query row t (q: [T, n_heads*head_dim]) attends to cache rows
 // 0..positions[t] inclusive; out: [T, n_heads*head_dim]. Scores are scaled by 1/sqrt(head_dim).
+// out is fp32, or (CUDA) fp16/bf16, rounded from the fp32 result: the dtype the matmul after
+// attention reads (matmul_input below), so that it needs no rounding pass of its own.
 using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                    const Tensor& positions, const AttentionShape& shape,
                                    Tensor& out, const ExecutionContext& ctx);

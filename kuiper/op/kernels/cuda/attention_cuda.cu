@@ -66,7 +66,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.k_cache = k_cache.data<T>();
   p.v_cache = v_cache.data<T>();
   p.positions = positions.data<int32_t>();
-  p.out = out.data<float>();
+  KUIPER_ASSIGN_OR_RETURN(p.out, attention_output(out));
   p.n_heads = shape.n_heads;
   p.head_dim = shape.head_dim;
   p.group = shape.n_heads / shape.n_kv_heads;
@@ -125,7 +125,7 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(k_cache, "key cache"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "attention positions"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "attention output"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "attention output"));
   KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
   const int hd = shape.head_dim;
   const int64_t tokens = positions.numel();

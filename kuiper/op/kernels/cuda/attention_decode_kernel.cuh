@@ -56,7 +56,7 @@ struct ContiguousRows {
 // head): the normalised output when the positions are not split, else split `split`'s partial
 // result (unnormalised output, maximum and sum) for attention_combine_kernel.
 struct DecodeOutput {
-  float* out;              // [head rows, head_dim], when splits == 1
+  AttentionOutput out;     // [head rows, head_dim], when splits == 1
   float* partial_out;      // [head rows, splits, head_dim]
   float* partial_max_sum;  // [head rows, splits, 2]
   int64_t head_row;
@@ -70,7 +70,7 @@ __device__ __forceinline__ bool decode_range_nonempty(int64_t begin, int64_t end
                                                       const DecodeOutput& o) {
   if (begin < end) return true;
   if (o.splits == 1) {
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) o.out[o.head_row * head_dim + i] = 0.f;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) o.out.store(o.head_row * head_dim + i, 0.f);
   }
   return false;
 }
@@ -94,7 +94,7 @@ __device__ __forceinline__ void store_merged_warps(const float* acc_s, int strid
       sum += l_s[w] * scale;
     }
     if (o.splits == 1) {
-      o.out[o.head_row * head_dim + e] = sum > 0.f ? out / sum : 0.f;
+      o.out.store(o.head_row * head_dim + e, sum > 0.f ? out / sum : 0.f);
     } else {
       const int64_t slot = o.head_row * o.splits + o.split;
       o.partial_out[slot * head_dim + e] = out;

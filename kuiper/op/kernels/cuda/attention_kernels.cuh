@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kuiper/op/kernel_shapes.h"
+#include "kuiper/op/kernels/cuda/attention_output.cuh"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
 
@@ -41,7 +42,7 @@ struct AttentionParams {
   const T* k_cache;           // [context, n_kv_heads * head_dim]
   const T* v_cache;
   const int32_t* positions;   // [T]
-  float* out;                 // [T, n_heads * head_dim], when splits == 1
+  AttentionOutput out;        // [T, n_heads * head_dim], when splits == 1
   float* partial_out;         // [T, n_heads, splits, head_dim], when splits > 1
   float* partial_max_sum;     // [T, n_heads, splits, 2]
   int n_heads, head_dim, group, blocks_per_kv_head;
@@ -106,7 +107,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
     // position gets zeros rather than garbage.
     if (p.splits == 1) {
       for (int i = tid; i < heads * hd; i += kAttentionThreads) {
-        p.out[t * q_dim + static_cast<int64_t>(head0) * hd + i] = 0.f;
+        p.out.store(t * q_dim + static_cast<int64_t>(head0) * hd + i, 0.f);
       }
     }
     return;
@@ -261,7 +262,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
     for (int s = 0; s < row_slots; ++s) total += reduce_s[(s * kMaxGroup + g) * hd + d];
     const int64_t head_row = static_cast<int64_t>(t) * p.n_heads + head0 + g;
     if (p.splits == 1) {
-      p.out[head_row * hd + d] = total / sum_s[g];
+      p.out.store(head_row * hd + d, total / sum_s[g]);
     } else {
       const int64_t slot = head_row * p.splits + split;
       p.partial_out[slot * hd + d] = total;
@@ -285,7 +286,7 @@ struct MaxOf {
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
                              const int32_t* positions, int64_t context, int n_heads,
-                             int head_dim, int span, int splits, float* out) {
+                             int head_dim, int span, int splits, AttentionOutput out) {
   let_next_kernel_start();  // the GEMV after it may start streaming weights (launch.cuh)
   using Reduce = cub::BlockReduce<float, kCombineThreads>;
   __shared__ typename Reduce::TempStorage reduce_storage;
@@ -327,7 +328,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (tid < head_dim) {
     float total = 0.f;
     for (int k = 0; k < phases; ++k) total += sums_s[k * head_dim + tid];
-    out[head_row * head_dim + tid] = denominator_s > 0.f ? total / denominator_s : 0.f;
+    out.store(head_row * head_dim + tid, denominator_s > 0.f ? total / denominator_s : 0.f);
   }
 }
 

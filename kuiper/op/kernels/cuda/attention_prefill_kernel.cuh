@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "kuiper/op/kernels/cuda/attention_output.cuh"
 #include "kuiper/op/kernels/cuda/tensor_core_ops.cuh"
 
 namespace kuiper::op::cuda {
@@ -39,7 +40,7 @@ struct PrefillParams {
   const T* k_cache;          // [context, kv_dim]
   const T* v_cache;
   const int32_t* positions;  // [tokens]
-  float* out;                // [tokens, n_heads * head_dim]
+  AttentionOutput out;       // [tokens, n_heads * head_dim]
   int tokens, n_heads, group;
   int64_t context, kv_dim;
   float q_scale;  // log2(e) / sqrt(head_dim)
@@ -244,16 +245,12 @@ __global__ void __launch_bounds__(kPrefillThreads, 2)
   }
   const float inv_lo = sum_lo > 0.f ? 1.f / sum_lo : 0.f;  // no key: zeros
   const float inv_hi = sum_hi > 0.f ? 1.f / sum_hi : 0.f;
-  float* const out_lo = p.out + row_lo * q_dim + head * kHeadDim + 2 * c;
-  float* const out_hi = out_lo + 8 * q_dim;
+  const int64_t out_lo = row_lo * q_dim + head * kHeadDim + 2 * c;
+  const int64_t out_hi = out_lo + 8 * q_dim;
 #pragma unroll
   for (int d = 0; d < kDimTiles; ++d) {
-    if (row_lo < p.tokens) {
-      *reinterpret_cast<float2*>(out_lo + d * 8) = make_float2(o[d][0] * inv_lo, o[d][1] * inv_lo);
-    }
-    if (row_hi < p.tokens) {
-      *reinterpret_cast<float2*>(out_hi + d * 8) = make_float2(o[d][2] * inv_hi, o[d][3] * inv_hi);
-    }
+    if (row_lo < p.tokens) p.out.store_pair(out_lo + d * 8, o[d][0] * inv_lo, o[d][1] * inv_lo);
+    if (row_hi < p.tokens) p.out.store_pair(out_hi + d * 8, o[d][2] * inv_hi, o[d][3] * inv_hi);
   }
 }
 

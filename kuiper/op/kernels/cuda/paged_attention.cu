@@ -45,7 +45,7 @@ struct PagedParams {
   const int32_t* positions = nullptr;
   const int32_t* block_tables = nullptr;
   const int32_t* row_sequence = nullptr;
-  float* out = nullptr;
+  AttentionOutput out;
   float* partial_out = nullptr;      // when splits > 1 (DecodeOutput)
   float* partial_max_sum = nullptr;
   int table_width = 0, block_size = 0, blocks = 0;
@@ -173,7 +173,7 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(k_cache, "key cache"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "attention positions"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(out, DataType::kFP32, "attention output"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "attention output"));
   KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
   KUIPER_RETURN_IF_ERROR(check_paged_shapes(paged, positions, k_cache.dim(0)));
   KUIPER_RETURN_IF_ERROR(expect_cuda(*paged.block_tables, DataType::kINT32, "block tables"));
@@ -193,7 +193,7 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   p.positions = positions.data<int32_t>();
   p.block_tables = paged.block_tables->data<int32_t>();
   p.row_sequence = paged.row_sequence->data<int32_t>();
-  p.out = out.data<float>();
+  KUIPER_ASSIGN_OR_RETURN(p.out, attention_output(out));
   p.table_width = static_cast<int>(paged.block_tables->dim(1));
   p.block_size = paged.block_size;
   p.blocks = static_cast<int>(k_cache.dim(0) / paged.block_size);
