@@ -4,8 +4,8 @@
 // attention kernel is compiled once rather than once per output type.
 #pragma once
 
-#include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
+#include "kuiper/tensor/tensor.h"
 
 namespace kuiper::op::cuda {
 
@@ -33,9 +33,8 @@ struct AttentionOutput {
   }
 };
 
-// The output `out` (fp32, fp16 or bf16 on the GPU) as the kernels write it, or the error naming it.
-inline StatusOr<AttentionOutput> attention_output(Tensor& out) {
-  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "attention output"));
+// `out` as the kernels write it. The wrappers have checked that it is fp32, fp16 or bf16.
+inline AttentionOutput attention_output(Tensor& out) {
   const DataType d = out.dtype();
   const auto type = d == DataType::kFP32   ? AttentionOutput::Type::kFP32
                     : d == DataType::kFP16 ? AttentionOutput::Type::kFP16

@@ -30,7 +30,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.k_cache = k_cache.data<T>();
   p.v_cache = v_cache.data<T>();
   p.positions = positions.data<int32_t>();
-  KUIPER_ASSIGN_OR_RETURN(p.out, attention_output(out));
+  p.out = attention_output(out);
   p.tokens = static_cast<int>(positions.numel());
   p.n_heads = shape.n_heads;
   p.group = shape.n_heads / shape.n_kv_heads;

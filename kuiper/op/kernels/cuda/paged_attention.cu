@@ -193,7 +193,7 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   p.positions = positions.data<int32_t>();
   p.block_tables = paged.block_tables->data<int32_t>();
   p.row_sequence = paged.row_sequence->data<int32_t>();
-  KUIPER_ASSIGN_OR_RETURN(p.out, attention_output(out));
+  p.out = attention_output(out);
   p.table_width = static_cast<int>(paged.block_tables->dim(1));
   p.block_size = paged.block_size;
   p.blocks = static_cast<int>(k_cache.dim(0) / paged.block_size);
