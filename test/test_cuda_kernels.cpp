@@ -49,12 +49,13 @@ class CudaKernels : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(r).value() : Tensor();
   }
-  // A GPU fp32 tensor full of NaN: an element the kernel fails to write fails the comparison.
-  Tensor poisoned_gpu(const Shape& shape) {
+  // An fp32 tensor full of NaN: an element the kernel fails to write fails the comparison.
+  static Tensor poisoned_host(const Shape& shape) {
     Tensor host = Tensor::zeros_cpu(DataType::kFP32, shape).value();
     std::fill(host.data<float>(), host.data<float>() + host.numel(), kPoison);
-    return upload(host);
+    return host;
   }
+  Tensor poisoned_gpu(const Shape& shape) { return upload(poisoned_host(shape)); }
   Tensor int_tensor(const std::vector<int32_t>& values) {
     Tensor t = Tensor::zeros_cpu(DataType::kINT32, {static_cast<int64_t>(values.size())}).value();
     std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
@@ -459,7 +460,7 @@ class CudaAttention : public CudaKernels {
     Tensor out = poisoned_gpu(shape);
     EXPECT_TRUE(attend(out).ok());
     const Tensor fp32 = download(out);
-    const Tensor poison = download(poisoned_gpu(shape));
+    const Tensor poison = poisoned_host(shape);
     for (DataType type : {DataType::kFP16, DataType::kBF16}) {
       Tensor rounded = upload(round_to(poison, type));
       const Status status = attend(rounded);

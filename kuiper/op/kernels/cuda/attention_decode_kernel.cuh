@@ -30,15 +30,12 @@
 namespace kuiper::op::cuda {
 
 inline constexpr int kDecodeAttentionWarps = 4;
-// K and V rows a warp loads per chunk; each warp keeps two chunks in flight
-// (decode_attention_block). Before, one chunk of 16 was loaded and then used, so a warp paid a
-// round trip per chunk; two chunks of 8 keep the occupancy (paged, head_dim 128: 125 registers
-// against 112, four blocks a multiprocessor either way). H100, % of copy bandwidth
-// (tools/cuda_kernels_bench), one chunk of 16 -> two of 8: paged attention, 8 rows of 4096
-// positions 92.0% -> 94.8%, 32 rows of 512 80.6% -> 84.5%; one-sequence decode over 4096 rows
-// 72.9% -> 73.3% (graph replay). With one chunk in flight, 16 rows had beaten 8 (LLaMA-2-7B
-// bf16 decode on an H200, context 128 / 1024 / 4096: 261.3 / 254.0 / 227.0 -> 265.0 / 255.8 /
-// 231.2 tokens/s).
+// K and V rows a warp loads per chunk. Each warp keeps two chunks in flight
+// (decode_attention_block), so that it does not wait a round trip per chunk; two chunks of 8
+// hold as many rows as one of 16 and keep the occupancy (paged, head_dim 128: 125 registers,
+// four blocks a multiprocessor). H100, % of copy bandwidth (tools/cuda_kernels_bench), one
+// chunk of 16 against two of 8: paged attention, 8 rows of 4096 positions 92.0% / 94.8%, 32 rows
+// of 512 80.6% / 84.5%; one-sequence decode over 4096 rows 72.9% / 73.3% (graph replay).
 inline constexpr int kDecodeAttentionChunk = 8;
 
 // Where position j of the sequence a block attends to keeps its K and V: here cache row j. A
