@@ -9,14 +9,18 @@
 
 namespace kuiper::cli {
 
-StatusOr<double> all_reduce_seconds(DeviceType device, int ranks, int64_t floats, int count) {
+StatusOr<double> all_reduce_seconds(DeviceType device, int ranks, int64_t floats, int count, bool shared) {
   KUIPER_ASSIGN_OR_RETURN(auto comms, parallel::make_communicators(device, ranks));
   KUIPER_ASSIGN_OR_RETURN(auto threads, parallel::RankThreads::start(device, ranks));
   std::vector<Tensor> rows(ranks);
   std::vector<Stream> streams(ranks, nullptr);
   KUIPER_RETURN_IF_ERROR(threads->run([&](int r) -> Status {
-    KUIPER_ASSIGN_OR_RETURN(Allocator * alloc, allocator_for(device));
-    KUIPER_ASSIGN_OR_RETURN(rows[r], Tensor::empty(DataType::kFP32, {floats}, *alloc));
+    if (shared) {
+      KUIPER_ASSIGN_OR_RETURN(rows[r], comms[r]->shared_tensor({floats}));
+    } else {
+      KUIPER_ASSIGN_OR_RETURN(Allocator * alloc, allocator_for(device));
+      KUIPER_ASSIGN_OR_RETURN(rows[r], Tensor::empty(DataType::kFP32, {floats}, *alloc));
+    }
     KUIPER_ASSIGN_OR_RETURN(streams[r], create_stream(device));
     return ok_status();
   }));

@@ -7,7 +7,8 @@
 namespace kuiper::cli {
 
 // Median seconds of `count` back-to-back all-reduces of `floats` fp32 values over `ranks` ranks
-// of `device` (each rank on its own thread and GPU, as in the model).
-StatusOr<double> all_reduce_seconds(DeviceType device, int ranks, int64_t floats, int count);
+// of `device` (each rank on its own thread and GPU, as in the model), in the communicators'
+// shared memory as the model's are (`shared`), or in memory from the device's allocator.
+StatusOr<double> all_reduce_seconds(DeviceType device, int ranks, int64_t floats, int count, bool shared);
 
 }  // namespace kuiper::cli

@@ -233,12 +233,16 @@ static int program_main(int argc, char** argv) {
   std::printf("weights read per token: %.1f MB\n", model->weight_bytes() / 1e6);
   const int ranks = model->ranks();
   if (ranks > 1) {
-    // Two all-reduces of one residual row per layer, timed on their own.
+    // Two all-reduces of one residual row per layer, timed on their own: in shared memory, as
+    // the model makes them, and in ordinary memory.
     const int per_token = 2 * model->config().n_layers;
-    auto t = cli::all_reduce_seconds(model->device(), ranks, model->config().dim, per_token);
-    if (!t.ok()) return cli::fail("llama_bench", t.status());
-    std::printf("tensor parallel over %d ranks: %d all-reduces of %d floats per token take %.1f us\n", ranks,
-                per_token, model->config().dim, *t * 1e6);
+    auto shared = cli::all_reduce_seconds(model->device(), ranks, model->config().dim, per_token, true);
+    if (!shared.ok()) return cli::fail("llama_bench", shared.status());
+    auto ordinary = cli::all_reduce_seconds(model->device(), ranks, model->config().dim, per_token, false);
+    if (!ordinary.ok()) return cli::fail("llama_bench", ordinary.status());
+    std::printf("tensor parallel over %d ranks: %d all-reduces of %d floats per token take %.1f us "
+                "(%.1f us in ordinary memory)\n",
+                ranks, per_token, model->config().dim, *shared * 1e6, *ordinary * 1e6);
   }
   HostBandwidth host_bw;
   double device_copy_gbs = 0;

@@ -385,7 +385,7 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(full_.normed, matmul_input({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.q, f32({rows, q_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.attention, matmul_input({rows, q_dim}));
-  KUIPER_ASSIGN_OR_RETURN(full_.delta, f32({rows, dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.delta, plan_.collective_tensor({rows, dim}, alloc));
   KUIPER_ASSIGN_OR_RETURN(full_.gate, f32({rows, hidden}));
   KUIPER_ASSIGN_OR_RETURN(full_.up, f32({rows, hidden}));
   KUIPER_ASSIGN_OR_RETURN(full_.hidden, matmul_input({rows, hidden}));
@@ -399,13 +399,15 @@ Status LlamaModel::allocate_buffers() {
     KUIPER_ASSIGN_OR_RETURN(full_.k, f32({rows, kv}));
     KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
   }
-  KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   if (plan_.split_vocab) {
     const int64_t mine = classifier_.weight().rows(), sequences = max_sequences_;
-    KUIPER_ASSIGN_OR_RETURN(rank_logits_, f32({sequences, mine}));
+    KUIPER_ASSIGN_OR_RETURN(logits_, plan_.collective_tensor({config_.vocab_size}, alloc));
+    KUIPER_ASSIGN_OR_RETURN(rank_logits_, plan_.collective_tensor({sequences, mine}, alloc));
     if (sequences > 1) {
-      KUIPER_ASSIGN_OR_RETURN(gathered_logits_, f32({plan_.ranks * sequences * mine}));
+      KUIPER_ASSIGN_OR_RETURN(gathered_logits_, plan_.collective_tensor({plan_.ranks * sequences * mine}, alloc));
     }
+  } else {
+    KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
   }
   KUIPER_ASSIGN_OR_RETURN(decode_, activation_rows(1));
   decode_.slots = decode_.positions;

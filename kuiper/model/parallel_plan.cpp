@@ -87,4 +87,9 @@ Status ParallelPlan::sum_partials(Tensor& partial, Stream stream) const {
   return comm == nullptr ? ok_status() : comm->all_reduce_sum(partial, stream);
 }
 
+StatusOr<Tensor> ParallelPlan::collective_tensor(Shape shape, Allocator& alloc) const {
+  if (comm == nullptr) return Tensor::empty(DataType::kFP32, std::move(shape), alloc);
+  return comm->shared_tensor(std::move(shape));
+}
+
 }  // namespace kuiper

@@ -44,6 +44,9 @@ struct ParallelPlan {
 
   // Adds the ranks' partial results of a row-parallel product, in place (nothing on one rank).
   Status sum_partials(Tensor& partial, Stream stream) const;
+  // An fp32 tensor for the sums and the logits' gather to work in: the communicator's shared
+  // memory, where its collectives run fastest, on several ranks; `alloc`'s on one.
+  StatusOr<Tensor> collective_tensor(Shape shape, Allocator& alloc) const;
 };
 
 }  // namespace kuiper

@@ -50,6 +50,10 @@ class InProcessCommunicator final : public Communicator {
     return ok_status();
   }
 
+  StatusOr<Tensor> shared_tensor(Shape shape) override {
+    return Tensor::empty(DataType::kFP32, std::move(shape), cpu_allocator());
+  }
+
  private:
   static Status check_host_fp32(const Tensor& t, const char* what) {
     if (t.device() != DeviceType::kCPU || t.dtype() != DataType::kFP32) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <functional>
 #include <numeric>
 #include <string>
 
@@ -16,6 +17,19 @@ Status nccl_status(ncclResult_t result, const std::string& what) {
   if (result == ncclSuccess) return ok_status();
   return internal_error(what + ": " + ncclGetErrorString(result));
 }
+
+// Memory registered with a communicator, released when the last tensor over it goes (before the
+// communicator: the model that holds the tensors is destroyed first).
+struct Window {
+  explicit Window(ncclComm_t comm) : comm(comm) {}
+  ~Window() {
+    if (window != nullptr) ncclCommWindowDeregister(comm, window);
+    if (data != nullptr) ncclMemFree(data);
+  }
+  ncclComm_t comm;
+  void* data = nullptr;
+  ncclWindow_t window = nullptr;
+};
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -41,6 +55,25 @@ class NcclCommunicator final : public Communicator {
     return nccl_status(ncclAllGather(part.raw_data(), whole.raw_data(), part.numel(), ncclFloat, comm_,
                                      static_cast<cudaStream_t>(stream)),
                        "ncclAllGather of " + std::to_string(part.numel()) + " floats");
+  }
+
+  // NCCL's own allocation (CUDA virtual memory, which its windows need), registered as a
+  // symmetric window: a collective whose every buffer lies in one then runs NCCL's symmetric
+  // kernels, which read and write the peers' windows directly over NVLink. Where NCCL finds the
+  // GPUs cannot (no direct peer access), the registration is a no-op and the collectives run as
+  // they do in any memory.
+  StatusOr<Tensor> shared_tensor(Shape shape) override {
+    const int64_t numel = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+    const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+    const std::string what = std::to_string(bytes) + " bytes for collectives";
+    auto window = std::make_shared<Window>(comm_);
+    KUIPER_RETURN_IF_ERROR(nccl_status(ncclMemAlloc(&window->data, bytes), "ncclMemAlloc of " + what));
+    KUIPER_RETURN_IF_ERROR(
+        nccl_status(ncclCommWindowRegister(comm_, window->data, bytes, &window->window, NCCL_WIN_COLL_SYMMETRIC),
+                    "ncclCommWindowRegister of " + what));
+    void* data = window->data;
+    return Tensor::view(Buffer::borrow(data, bytes, DeviceType::kCUDA, std::move(window)), 0, DataType::kFP32,
+                        std::move(shape));
   }
 
  private:
