@@ -735,6 +735,30 @@ class CudaDecodeGemv : public CudaKernels {
     }
     return {upload(scaled), upload(sumsq)};
   }
+  // The three forms of input norm (kernel_table.h, DecodeGemv): none; x · g with the sums of
+  // squares a kAccumulate GEMV hands on; x itself with g, whose squares the GEMV sums (or, where
+  // its kernel cannot, normalizes into scratch first).
+  enum class Norm { kNone, kGivenSums, kFromX };
+  static constexpr Norm kNorms[] = {Norm::kNone, Norm::kGivenSums, Norm::kFromX};
+  static std::string name(Norm norm) {
+    return norm == Norm::kNone ? "no norm" : norm == Norm::kGivenSums ? "norm from sums" : "norm from x";
+  }
+  // What a GEMV with `norm` reads, on the GPU.
+  struct GemvInput {
+    Tensor in, sumsq, g;
+    void into(op::DecodeGemv& gemv) const {
+      gemv.in = &in;
+      gemv.in_sumsq = sumsq.is_empty() ? nullptr : &sumsq;
+      gemv.in_norm_weight = g.is_empty() ? nullptr : &g;
+      gemv.norm_eps = 1e-5f;
+    }
+  };
+  GemvInput gemv_input(const Tensor& x, const Tensor& g, Norm norm) {
+    if (norm == Norm::kNone) return {upload(x), Tensor(), Tensor()};
+    if (norm == Norm::kFromX) return {upload(x), Tensor(), upload(g)};
+    NormedInput in = normed_input(x, g);
+    return {std::move(in.scaled), std::move(in.sumsq), Tensor()};
+  }
   // A random weight of the case's type on the CPU and its copy on the GPU.
   std::pair<op::Weight, op::Weight> weight(const Case& c, int64_t rows, int64_t cols) {
     op::Weight w = c.dtype == DataType::kINT8
@@ -837,17 +861,18 @@ TEST_F(CudaDecodeGemv, NormSwiglu) {
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {hidden}).value();
     KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, ctx()));
 
-    const NormedInput in = normed_input(x, g);
-    Tensor out = poisoned_gpu({hidden});
-    const op::DecodeGemv gemv{.in = &in.scaled, .weight = &gpu_w, .in_sumsq = &in.sumsq,
-                              .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kSwiglu, .out = &out,
-                              .rope_kv = {}};
-    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-    EXPECT_LT(error_vs(download(out), expected), 1e-5) << describe(c);
+    for (Norm norm : {Norm::kGivenSums, Norm::kFromX}) {
+      const GemvInput in = gemv_input(x, g, norm);
+      Tensor out = poisoned_gpu({hidden});
+      op::DecodeGemv gemv{.weight = &gpu_w, .epilogue = op::GemvEpilogue::kSwiglu, .out = &out, .rope_kv = {}};
+      in.into(gemv);
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
+      EXPECT_LT(error_vs(download(out), expected), 1e-5) << describe(c) << ", " << name(norm);
+    }
   }
 }
 
-TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
+TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithEveryNorm) {
   const int head_dim = 16, q_heads = 6, kv_heads = 2;  // GQA 3:1
   const int64_t q_rows = q_heads * head_dim, kv = kv_heads * head_dim, context = 50;
   const int32_t pos = 37;
@@ -856,12 +881,12 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
   const Tensor positions = int_tensor({pos});
   const Tensor gpu_cos = upload(cos), gpu_sin = upload(sin), gpu_positions = upload(positions);
   for (const Case& c : cases()) {
-    for (bool norm : {true, false}) {
+    for (Norm norm : kNorms) {
       const DataType cache_dtype = c.dtype == DataType::kINT8 ? DataType::kBF16 : c.dtype;
       auto [w, gpu_w] = weight(c, q_rows + 2 * kv, c.cols);
       const Tensor x = test::random_tensor({1, c.cols}, rng_);
       const Tensor g = test::random_tensor({c.cols}, rng_, 0.5f, 1.5f);
-      Tensor y = reference(w, x, norm ? &g : nullptr);
+      Tensor y = reference(w, x, norm != Norm::kNone ? &g : nullptr);
       Tensor q = Tensor::view(y.buffer(), 0, DataType::kFP32, {1, q_rows}).value();
       Tensor k = Tensor::view(y.buffer(), q_rows * 4, DataType::kFP32, {1, kv}).value();
       const Tensor v = Tensor::view(y.buffer(), (q_rows + kv) * 4, DataType::kFP32, {1, kv}).value();
@@ -869,15 +894,14 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
 
       const Tensor initial = round_to(test::random_tensor({context, kv}, rng_), cache_dtype);
       Tensor k_cache = upload(initial), v_cache = upload(initial);
-      const NormedInput in = norm ? normed_input(x, g) : NormedInput{upload(x), Tensor()};
+      const GemvInput in = gemv_input(x, g, norm);
       Tensor out = poisoned_gpu({1, q_rows});
-      const op::DecodeGemv gemv{
-          .in = &in.scaled, .weight = &gpu_w, .in_sumsq = norm ? &in.sumsq : nullptr,
-          .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kRopeKv, .out = &out,
-          .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
-                      &k_cache, &v_cache}};
+      op::DecodeGemv gemv{.weight = &gpu_w, .epilogue = op::GemvEpilogue::kRopeKv, .out = &out,
+                          .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
+                                      &k_cache, &v_cache}};
+      in.into(gemv);
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-      const std::string what = describe(c) + (norm ? " with norm" : "");
+      const std::string what = describe(c) + ", " + name(norm);
       EXPECT_LT(error_vs(download(out), q), 1e-5) << "q, " << what;
 
       const double rounding = cache_dtype == DataType::kFP32 ? 1e-5 : cache_dtype == DataType::kBF16 ? 8e-3 : 1e-3;
@@ -891,7 +915,7 @@ TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithAndWithoutNorm) {
 // readers change: kInt8ShortRowsUpTo, kDenseShortRowsUpTo in decode_gemv.cu): LLaMA-2-7B's
 // stacked q|k|v (12288) and gate|up (22016), LLaMA-3-8B's q|k|v (6144) and gate|up (28672),
 // the classifiers (32000, 128256), 4096 wide; plus 8200 wide (too long for one pass: the warp
-// kernel's paired rows) and 4099 wide (odd: the scalar rows). Every epilogue, with and without
+// kernel's paired rows) and 4099 wide (odd: the scalar rows). Every epilogue, with each form of
 // its optional norm, against the CPU kernels run one after another; tolerances as for
 // CudaDecodeGemv, but where int8 rows are multiplied in integers with x rounded to int8
 // (tolerance() says why).
@@ -931,15 +955,15 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
     const Tensor g = test::random_tensor({c.cols}, rng_, 0.5f, 1.5f);
     const Tensor plain = reference(w, x, nullptr), normed = reference(w, x, &g);
     const Tensor gpu_x = upload(x);
-    const NormedInput in = normed_input(x, g);
+    const GemvInput inputs[] = {gemv_input(x, g, Norm::kNone), gemv_input(x, g, Norm::kGivenSums),
+                                gemv_input(x, g, Norm::kFromX)};
 
-    for (bool norm : {false, true}) {
+    for (Norm norm : kNorms) {
       Tensor out = poisoned_gpu({rows});
-      const op::DecodeGemv gemv{.in = norm ? &in.scaled : &gpu_x, .weight = &gpu_w,
-                                .in_sumsq = norm ? &in.sumsq : nullptr, .norm_eps = 1e-5f,
-                                .out = &out, .rope_kv = {}};
+      op::DecodeGemv gemv{.weight = &gpu_w, .out = &out, .rope_kv = {}};
+      inputs[static_cast<int>(norm)].into(gemv);
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-      EXPECT_LT(error_vs(download(out), norm ? normed : plain), tolerance(c)) << "store, norm " << norm;
+      EXPECT_LT(error_vs(download(out), norm == Norm::kNone ? plain : normed), tolerance(c)) << "store, " << name(norm);
     }
 
     // The residual accumulate, and with a next norm its outputs: sum · g2 and Σ sum² per run.
@@ -977,15 +1001,16 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
       KUIPER_ASSERT_OK_AND_ASSIGN(const Tensor up, normed.reshape({2, hidden}).value().select(1));
       Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {hidden}).value();
       KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, ctx()));
-      Tensor out = poisoned_gpu({hidden});
-      const op::DecodeGemv gemv{.in = &in.scaled, .weight = &gpu_w, .in_sumsq = &in.sumsq,
-                                .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kSwiglu,
-                                .out = &out, .rope_kv = {}};
-      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-      EXPECT_LT(error_vs(download(out), expected), tolerance(c)) << "swiglu";
+      for (Norm norm : {Norm::kGivenSums, Norm::kFromX}) {
+        Tensor out = poisoned_gpu({hidden});
+        op::DecodeGemv gemv{.weight = &gpu_w, .epilogue = op::GemvEpilogue::kSwiglu, .out = &out, .rope_kv = {}};
+        inputs[static_cast<int>(norm)].into(gemv);
+        KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
+        EXPECT_LT(error_vs(download(out), expected), tolerance(c)) << "swiglu, " << name(norm);
+      }
     }
 
-    // Rope and the cache store, with and without the norm: the rows read as q | k | v with
+    // Rope and the cache store, with each form of norm: the rows read as q | k | v with
     // 8 kv heads of 128 (every height above leaves a whole number of q heads).
     const int head_dim = 128;
     const int64_t kv = 8 * head_dim, q_rows = rows - 2 * kv, context = 50;
@@ -996,9 +1021,9 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
     const Tensor positions = int_tensor({pos});
     const Tensor gpu_cos = upload(cos), gpu_sin = upload(sin), gpu_positions = upload(positions);
     const DataType cache_dtype = c.dtype == DataType::kINT8 ? DataType::kBF16 : c.dtype;
-    for (bool norm : {false, true}) {
+    for (Norm norm : kNorms) {
       Tensor y = Tensor::zeros_cpu(DataType::kFP32, {1, rows}).value();
-      const Tensor& source = norm ? normed : plain;
+      const Tensor& source = norm == Norm::kNone ? plain : normed;
       std::memcpy(y.data<float>(), source.data<float>(), rows * sizeof(float));
       Tensor q = Tensor::view(y.buffer(), 0, DataType::kFP32, {1, q_rows}).value();
       Tensor k = Tensor::view(y.buffer(), q_rows * 4, DataType::kFP32, {1, kv}).value();
@@ -1008,15 +1033,14 @@ class CudaDecodeGemvTall : public CudaDecodeGemv {
       const Tensor initial = round_to(test::random_tensor({context, kv}, rng_), cache_dtype);
       Tensor k_cache = upload(initial), v_cache = upload(initial);
       Tensor out = poisoned_gpu({1, q_rows});
-      const op::DecodeGemv gemv{
-          .in = norm ? &in.scaled : &gpu_x, .weight = &gpu_w, .in_sumsq = norm ? &in.sumsq : nullptr,
-          .norm_eps = 1e-5f, .epilogue = op::GemvEpilogue::kRopeKv, .out = &out,
-          .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
-                      &k_cache, &v_cache}};
+      op::DecodeGemv gemv{.weight = &gpu_w, .epilogue = op::GemvEpilogue::kRopeKv, .out = &out,
+                          .rope_kv = {&gpu_positions, &gpu_cos, &gpu_sin, head_dim, static_cast<int>(q_rows),
+                                      &k_cache, &v_cache}};
+      inputs[static_cast<int>(norm)].into(gemv);
       KUIPER_ASSERT_OK(gpu_.decode_gemv[at(c.dtype)](gemv, ctx()));
-      EXPECT_LT(error_vs(download(out), q), tolerance(c)) << "rope q, norm " << norm;
+      EXPECT_LT(error_vs(download(out), q), tolerance(c)) << "rope q, " << name(norm);
       const double rounding = cache_dtype == DataType::kFP32 ? 1e-5 : cache_dtype == DataType::kBF16 ? 8e-3 : 1e-3;
-      const std::string label = std::string(norm ? "with" : "without") + " norm";
+      const std::string label = name(norm);
       expect_stored_rows(download(k_cache), initial, {pos}, k, rounding + tolerance(c), "k cache, " + label);
       expect_stored_rows(download(v_cache), initial, {pos}, v, rounding + tolerance(c), "v cache, " + label);
     }
@@ -1028,20 +1052,23 @@ TEST_F(CudaDecodeGemvTall, Fp16) { check_every_epilogue(DataType::kFP16); }
 TEST_F(CudaDecodeGemvTall, Bf16) { check_every_epilogue(DataType::kBF16); }
 TEST_F(CudaDecodeGemvTall, Int8) { check_every_epilogue(DataType::kINT8); }
 
-// The prologue/epilogue pairs no kernel is built for are refused as unsupported, for each way
-// of reading rows (one pass, 16-byte chunks, scalar), before anything is launched.
+// The prologue/epilogue pairs no kernel is built for (the residual accumulate with either form
+// of input norm) are refused as unsupported, for each way of reading rows (one pass, 16-byte
+// chunks, scalar), before anything is launched.
 TEST_F(CudaDecodeGemv, RefusesCombinationsNotBuilt) {
   for (const Case& c : cases()) {
     auto [w, gpu_w] = weight(c, 64, c.cols);
     const Tensor x = test::random_tensor({1, c.cols}, rng_);
-    const NormedInput in = normed_input(x, test::random_tensor({c.cols}, rng_, 0.5f, 1.5f));
-    Tensor out = poisoned_gpu({64});
-    const op::DecodeGemv accumulate_with_norm{.in = &in.scaled, .weight = &gpu_w,
-                                              .in_sumsq = &in.sumsq, .norm_eps = 1e-5f,
-                                              .epilogue = op::GemvEpilogue::kAccumulate,
-                                              .out = &out, .rope_kv = {}};
-    const Status s = gpu_.decode_gemv[at(c.dtype)](accumulate_with_norm, ctx());
-    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << describe(c) << ": " << s.to_string();
+    const Tensor g = test::random_tensor({c.cols}, rng_, 0.5f, 1.5f);
+    for (Norm norm : {Norm::kGivenSums, Norm::kFromX}) {
+      const GemvInput in = gemv_input(x, g, norm);
+      Tensor out = poisoned_gpu({64});
+      op::DecodeGemv accumulate_with_norm{.weight = &gpu_w, .epilogue = op::GemvEpilogue::kAccumulate,
+                                          .out = &out, .rope_kv = {}};
+      in.into(accumulate_with_norm);
+      const Status s = gpu_.decode_gemv[at(c.dtype)](accumulate_with_norm, ctx());
+      EXPECT_EQ(s.code(), StatusCode::kUnsupported) << describe(c) << ", " << name(norm) << ": " << s.to_string();
+    }
   }
 }
 

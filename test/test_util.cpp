@@ -41,6 +41,7 @@ const op::ExecutionContext& kernel_context(DeviceType device) {
       plan[op::ScratchUse::kGemmInput] = size_t{256} << 20;
       plan[op::ScratchUse::kDequantizedWeight] = size_t{1} << 30;
       plan[op::ScratchUse::kAttentionPartials] = size_t{64} << 20;
+      plan[op::ScratchUse::kNormedInput] = size_t{1} << 20;
     }
     // The default stream: the tests' copies and allocations are made without one.
     auto made = op::ExecutionContext::create(device, plan, op::ExecutionContext::StreamChoice::kDefault);

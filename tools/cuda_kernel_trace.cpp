@@ -3,6 +3,7 @@
 // copy and memset between the program's cudaProfilerStart and cudaProfilerStop (kuiper's
 // profile_range_begin/end; the whole run if the program never calls them) and prints, at exit,
 // each kernel's count and time, and how much of the window the GPU was idle (launch gaps).
+// Several GPUs (a tensor-parallel run): the work of GPU 0 only, as every rank does the same.
 #include <cupti.h>
 
 #include <algorithm>
@@ -59,19 +60,19 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(record);
-        found.push_back({k->start, k->end, readable(k->name)});
+        if (k->deviceId == 0) found.push_back({k->start, k->end, readable(k->name)});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
         static const char* kinds[] = {"?", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
         const unsigned kind = m->copyKind < 11 ? m->copyKind : 0;
-        found.push_back({m->start, m->end, std::string("[copy ") + kinds[kind] + "]"});
+        if (m->deviceId == 0) found.push_back({m->start, m->end, std::string("[copy ") + kinds[kind] + "]"});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(record);
-        found.push_back({m->start, m->end, "[memset]"});
+        if (m->deviceId == 0) found.push_back({m->start, m->end, "[memset]"});
         break;
       }
       default:

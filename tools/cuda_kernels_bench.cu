@@ -147,22 +147,25 @@ struct Row {
 // The decode GEMV kernel `launch` (a launch_decode_gemv or launch_decode_gemv_one_pass
 // instantiation) with another way of reading rows or a fused prologue/epilogue, launched directly.
 using GemvLaunch = cudaError_t (*)(const op::cuda::DecodeGemvArgs&, cudaStream_t);
-template <op::GemvEpilogue kEpi, bool kNorm>
+template <op::GemvEpilogue kEpi, op::cuda::InputNorm kNorm>
 double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
   op::cuda::DecodeGemvArgs a;
   a.rows = static_cast<int>(ws[0].rows());
   a.cols = static_cast<int>(ws[0].cols());
   a.x = x.data<float>();
   a.out = y.data<float>();
-  // A norm-fed GEMV reads sums of squares and writes nothing more; an accumulate hands a norm on.
+  // A norm-fed GEMV reads sums of squares, or the norm's weights, and writes nothing more; an
+  // accumulate hands a norm on.
   const Tensor sumsq = random_gpu(DataType::kFP32, {op::decode_sumsq_runs(a.cols)}, 9);
+  const Tensor norm_weight = random_gpu(DataType::kFP32, {a.cols}, 12);
   Tensor next_normed = random_gpu(DataType::kFP32, {a.rows}, 10);
   Tensor next_sumsq = random_gpu(DataType::kFP32, {op::decode_sumsq_runs(a.rows)}, 11);
-  if (kNorm) {
+  a.eps = 1e-5f;
+  if (kNorm == op::cuda::InputNorm::kGivenSums) {
     a.in_sumsq = sumsq.data<float>();
     a.sumsq_runs = static_cast<int>(op::decode_sumsq_runs(a.cols));
-    a.eps = 1e-5f;
   }
+  if (kNorm == op::cuda::InputNorm::kSummedHere) a.in_norm_weight = norm_weight.data<float>();
   if (kEpi == op::GemvEpilogue::kAccumulate) {
     a.next_norm_weight = y.data<float>();  // any fp32 values of the output's length
     a.next_normed = next_normed.data<float>();
@@ -184,11 +187,13 @@ double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, cons
 // The warp kernel reading rows as Rows does.
 template <typename Rows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore, bool kNorm = false>
 double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
-  return gemv_launch_us<kEpi, kNorm>(op::cuda::launch_decode_gemv<Rows, kEpi, kNorm>, ws, x, y);
+  constexpr auto norm = kNorm ? op::cuda::InputNorm::kGivenSums : op::cuda::InputNorm::kNone;
+  return gemv_launch_us<kEpi, norm>(op::cuda::launch_decode_gemv<Rows, kEpi, kNorm>, ws, x, y);
 }
 
 // The one-pass kernel, kRows rows of T per block.
-template <typename T, int kRows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore, bool kNorm = false>
+template <typename T, int kRows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore,
+          op::cuda::InputNorm kNorm = op::cuda::InputNorm::kNone>
 double gemv_one_pass_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
   return gemv_launch_us<kEpi, kNorm>(op::cuda::launch_decode_gemv_one_pass<T, kRows, kEpi, kNorm>, ws, x, y);
 }
@@ -310,6 +315,7 @@ int main(int argc, char** argv) {
       using Rows = DenseChunks<B, 4>;
       using Paired = DenseChunks<B, 2, 2>;
       using E = op::GemvEpilogue;
+      using N = op::cuda::InputNorm;
       const auto add = [&](const char* label, double t) {
         rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
       };
@@ -324,8 +330,9 @@ int main(int argc, char** argv) {
       if (s.cols / op::cuda::kChunkElems<B> <= op::cuda::kOnePassMaxChunks) {
         add("  one pass, 2 rows", gemv_one_pass_us<B, 2>(ws, x, y));
         add("  one pass, 8 rows", gemv_one_pass_us<B, 8>(ws, x, y));
-        add("  one pass, norm+store, 8 rows", gemv_one_pass_us<B, 8, E::kStore, true>(ws, x, y));
-        add("  one pass, norm+swiglu, 2 rows", gemv_one_pass_us<B, 2, E::kSwiglu, true>(ws, x, y));
+        add("  one pass, norm+store, 8 rows", gemv_one_pass_us<B, 8, E::kStore, N::kGivenSums>(ws, x, y));
+        add("  one pass, norm+swiglu, 2 rows", gemv_one_pass_us<B, 2, E::kSwiglu, N::kGivenSums>(ws, x, y));
+        add("  one pass, norm from x+swiglu, 2 rows", gemv_one_pass_us<B, 2, E::kSwiglu, N::kSummedHere>(ws, x, y));
       }
     }
   }

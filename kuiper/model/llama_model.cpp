@@ -323,6 +323,12 @@ op::ScratchPlan LlamaModel::scratch_plan() const {
                                       multiprocessors_));
   }
   plan[op::ScratchUse::kAttentionPartials] = partials;
+  if (fused_) {
+    // x reaches a decode GEMV raw after the embedding (and after the ranks' sum); one that
+    // cannot normalize it as it reads it normalizes it into here first
+    // (DecodeGemv::in_norm_weight).
+    plan[op::ScratchUse::kNormedInput] = static_cast<size_t>(config_.dim) * sizeof(float);
+  }
   return plan;
 }
 
@@ -381,7 +387,8 @@ Status LlamaModel::allocate_buffers() {
     KUIPER_ASSIGN_OR_RETURN(step_logits_,
                             Tensor::empty(DataType::kFP32, {max_sequences_, int64_t{config_.vocab_size}}, alloc));
   }
-  KUIPER_ASSIGN_OR_RETURN(full_.x, f32({rows, dim}));
+  // The residual stream is summed over the ranks in place by the fused decode step.
+  KUIPER_ASSIGN_OR_RETURN(full_.x, plan_.collective_tensor({rows, dim}, alloc));
   KUIPER_ASSIGN_OR_RETURN(full_.normed, matmul_input({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.q, f32({rows, q_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.attention, matmul_input({rows, q_dim}));
@@ -475,10 +482,8 @@ Status LlamaModel::upload_inputs(std::span<const int32_t> tokens, int start_pos,
 Status LlamaModel::run_network(Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   KUIPER_RETURN_IF_ERROR(embedding_.forward(a.tokens, a.x, ctx));
-  // No GEMV or residual add comes before the first norm: it runs on its own.
   if (fused) {
-    KUIPER_RETURN_IF_ERROR(layers_.front().attention_norm.forward(a.x, handoff_.values, ctx));
-    handoff_.applied = true;
+    handoff_.form = NormHandoff::Form::kRaw;  // no GEMV wrote x: the first one normalizes it
   } else {
     KUIPER_RETURN_IF_ERROR(layers_.front().attention_norm.forward(a.x, a.normed, ctx));
   }
@@ -509,27 +514,26 @@ Status LlamaModel::observe(int layer, MatrixInput input, const Tensor& rows, boo
   return observe_inputs_(layer, input, rows);
 }
 
-namespace {
-
-// A decode GEMV reading the handed-on norm of `norm` (kernel_table.h, DecodeGemv).
-op::DecodeGemv normed_gemv(const Tensor& values, const Tensor* sumsq, const op::RmsNorm& norm,
-                           op::GemvEpilogue epilogue, Tensor& out) {
+op::DecodeGemv LlamaModel::normed_gemv(const Tensor& x, const op::RmsNorm& norm, op::GemvEpilogue epilogue,
+                                       Tensor& out) const {
   op::DecodeGemv gemv;
-  gemv.in = &values;
-  gemv.in_sumsq = sumsq;
+  if (handoff_.form == NormHandoff::Form::kScaled) {
+    gemv.in = &handoff_.values;
+    gemv.in_sumsq = &handoff_.sumsq;
+  } else {
+    gemv.in = &x;
+    gemv.in_norm_weight = &norm.weight();
+  }
   gemv.norm_eps = norm.eps();
   gemv.epilogue = epilogue;
   gemv.out = &out;
   return gemv;
 }
 
-}  // namespace
-
 Status LlamaModel::project_qkv(Layer& layer, Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused) {
-    op::DecodeGemv gemv =
-        normed_gemv(handoff_.values, handoff_.sums(), layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
+    op::DecodeGemv gemv = normed_gemv(a.x, layer.attention_norm, op::GemvEpilogue::kRopeKv, a.q);
     gemv.rope_kv = rope_.target(a.positions, nullptr, static_cast<int>(a.q.numel()), keys(layer, a), values(layer, a));
     return layer.wqkv.forward_decode(gemv, ctx);
   }
@@ -562,15 +566,15 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, cons
                                    Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused && plan_.ranks > 1) {
-    // This rank's product is a partial sum: the ranks add theirs up before it joins x, and
-    // the next norm runs on its own.
+    // This rank's product is a partial sum, and the ranks' sum, taken in x, is x's next value
+    // (the plan's carries_residual). The next GEMV normalizes it as it reads it.
     op::DecodeGemv gemv;
     gemv.in = &in;
-    gemv.out = &a.delta;
+    gemv.epilogue = plan_.carries_residual() ? op::GemvEpilogue::kAccumulate : op::GemvEpilogue::kStore;
+    gemv.out = &a.x;
     KUIPER_RETURN_IF_ERROR(w.forward_decode(gemv, ctx));
-    KUIPER_RETURN_IF_ERROR(plan_.sum_partials(a.delta, ctx.stream()));
-    handoff_.applied = true;
-    return next.forward_residual(a.x, a.delta, handoff_.values, ctx);
+    handoff_.form = NormHandoff::Form::kRaw;
+    return plan_.sum_partials(a.x, ctx.stream());
   }
   if (fused) {
     // The GEMV adds into x and hands the next norm on: x · g and the sums of squares of x.
@@ -581,7 +585,7 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, cons
     gemv.next_norm_weight = &next.weight();
     gemv.next_normed = &handoff_.values;
     gemv.next_sumsq = &handoff_.sumsq;
-    handoff_.applied = false;
+    handoff_.form = NormHandoff::Form::kScaled;
     return w.forward_decode(gemv, ctx);
   }
   KUIPER_RETURN_IF_ERROR(w.forward(in, a.delta, ctx));
@@ -593,8 +597,7 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, cons
 Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused) {
-    return layer.w13.forward_decode(
-        normed_gemv(handoff_.values, handoff_.sums(), layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu), ctx);
+    return layer.w13.forward_decode(normed_gemv(a.x, layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu), ctx);
   }
   KUIPER_RETURN_IF_ERROR(layer.w1.forward(a.normed, a.gate, ctx));
   KUIPER_RETURN_IF_ERROR(layer.w3.forward(a.normed, a.up, ctx));
@@ -606,15 +609,13 @@ Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
 }
 
 Status LlamaModel::classify(Activations& a, int first, int count, Tensor& logits, bool fused) {
-  Tensor normed;
-  if (!fused) {
-    KUIPER_ASSIGN_OR_RETURN(normed, a.normed.slice(first, first + count));
-  }
+  if (fused) return classify_rows(a.x, count, logits, fused);
+  KUIPER_ASSIGN_OR_RETURN(Tensor normed, a.normed.slice(first, first + count));
   return classify_rows(normed, count, logits, fused);
 }
 
-Status LlamaModel::classify_rows(const Tensor& normed, int64_t rows, Tensor& logits, bool fused) {
-  KUIPER_RETURN_IF_ERROR(observe(config_.n_layers, MatrixInput::kClassifier, normed, fused));
+Status LlamaModel::classify_rows(const Tensor& input, int64_t rows, Tensor& logits, bool fused) {
+  KUIPER_RETURN_IF_ERROR(observe(config_.n_layers, MatrixInput::kClassifier, input, fused));
   Tensor out = logits, staging;
   if (plan_.split_vocab) {
     // This rank computes its columns of the logits; the ranks gather them.
@@ -630,10 +631,10 @@ Status LlamaModel::classify_rows(const Tensor& normed, int64_t rows, Tensor& log
     }
   }
   if (fused) {
-    KUIPER_RETURN_IF_ERROR(classifier_.forward_decode(
-        normed_gemv(handoff_.values, handoff_.sums(), final_norm_, op::GemvEpilogue::kStore, out), *ctx_));
+    KUIPER_RETURN_IF_ERROR(
+        classifier_.forward_decode(normed_gemv(input, final_norm_, op::GemvEpilogue::kStore, out), *ctx_));
   } else {
-    KUIPER_RETURN_IF_ERROR(classifier_.forward(normed, out, *ctx_));
+    KUIPER_RETURN_IF_ERROR(classifier_.forward(input, out, *ctx_));
   }
   return plan_.split_vocab ? gather_logits(out, logits, staging) : ok_status();
 }

@@ -151,15 +151,15 @@ class LlamaModel {
     Tensor hidden;             // [rows, hidden_dim] silu(gate) * up, in the matmul input dtype
     Tensor swiglu;             // [rows, hidden_dim] silu(gate) * up in fp32, as a fused GEMV writes it
   };
-  // A norm handed from one fused decode GEMV to the next (kernel_table.h, DecodeGemv): the next
-  // projection reads `values` = x · g and divides by rms(x), computed from `sumsq`, the sums of
-  // squares of x; with `sumsq` null the norm already ran on its own and `values` is its output.
+  // How a norm reaches the next fused decode GEMV (kernel_table.h, DecodeGemv).
   struct NormHandoff {
+    enum class Form {
+      kScaled,  // the GEMV that wrote x left `values` = x · g and `sumsq`, the sums of squares of x
+      kRaw,     // no GEMV wrote x last (the embedding, or the ranks' sum): the next GEMV
+                // normalizes x as it reads it
+    } form = Form::kRaw;
     Tensor values;  // fp32 [dim]
     Tensor sumsq;   // fp32 [decode_sumsq_runs(dim)]
-    bool applied = false;
-    // What the next GEMV divides by: the sums of squares, or none once the norm has run.
-    const Tensor* sums() const { return applied ? nullptr : &sumsq; }
   };
 
   // The other ranks of a tensor-parallel group, held by rank 0 (llama_model.cpp).
@@ -221,10 +221,13 @@ class LlamaModel {
   Status norm_heads(const op::RmsNorm& norm, Tensor& x);
   // normed input → silu(gate) * up, in `hidden` (or fp32 `swiglu` when fused).
   Status feed_forward(Layer& layer, Activations& a, bool fused);
+  // A fused decode GEMV reading x [1, dim] through `norm`, in the handoff's form.
+  op::DecodeGemv normed_gemv(const Tensor& x, const op::RmsNorm& norm, op::GemvEpilogue epilogue, Tensor& out) const;
   // The final norm's output of rows [first, first + count) → logits.
   Status classify(Activations& a, int first, int count, Tensor& logits, bool fused);
-  // Logits [rows, vocab] of the normed rows [rows, dim] (fused: of the handed-on norm of one row).
-  Status classify_rows(const Tensor& normed, int64_t rows, Tensor& logits, bool fused);
+  // Logits [rows, vocab] of the normed rows `input` [rows, dim] (fused: of one row of x, through
+  // the handed-on final norm).
+  Status classify_rows(const Tensor& input, int64_t rows, Tensor& logits, bool fused);
   // This rank's columns of the logits, `mine` [rows, vocab / ranks], gathered from every rank
   // into `logits` [rows, vocab], through `staging` (ranks · rows · vocab / ranks) when rows > 1.
   Status gather_logits(const Tensor& mine, Tensor& logits, Tensor& staging);

@@ -44,6 +44,10 @@ struct ParallelPlan {
 
   // Adds the ranks' partial results of a row-parallel product, in place (nothing on one rank).
   Status sum_partials(Tensor& partial, Stream stream) const;
+  // Whether this rank adds the residual stream into its partial sum of a row-parallel product,
+  // so that the ranks' sum is the residual's next value (rank 0; the others give their products
+  // alone). The fused decode step sums x so, with no residual add of its own after the sum.
+  bool carries_residual() const { return rank == 0; }
   // An fp32 tensor for the sums and the logits' gather to work in: the communicator's shared
   // memory, where its collectives run fastest, on several ranks; `alloc`'s on one.
   StatusOr<Tensor> collective_tensor(Shape shape, Allocator& alloc) const;

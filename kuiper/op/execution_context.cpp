@@ -9,6 +9,7 @@ const char* scratch_use_name(ScratchUse use) {
     case ScratchUse::kGemmInput: return "GEMM input rounding";
     case ScratchUse::kDequantizedWeight: return "dequantized weights";
     case ScratchUse::kAttentionPartials: return "attention partials";
+    case ScratchUse::kNormedInput: return "normed decode input";
     case ScratchUse::kCount: break;
   }
   return "unknown";

@@ -23,6 +23,8 @@ enum class ScratchUse {
                        // input) for the int8/int4 multi-token GEMV
   kDequantizedWeight,  // CUDA: an int8/int4 matrix dequantized to bf16 for the prefill GEMM
   kAttentionPartials,  // CUDA: split-cache decode attention's partial outputs, maxima and sums
+  kNormedInput,        // CUDA: a decode GEMV's input normalized before the GEMV reads it, where
+                       // the kernel cannot sum x's squares as it reads (DecodeGemv::in_norm_weight)
   kCount,
 };
 const char* scratch_use_name(ScratchUse use);

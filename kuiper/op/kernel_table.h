@@ -136,9 +136,15 @@ struct RopeKvTarget {
 struct DecodeGemv {
   const Tensor* in = nullptr;  // fp32, cols elements
   const Weight* weight = nullptr;
-  // With a norm, `in` holds x · g and in_sumsq the sums of squares of x over runs (fp32
-  // [decode_sumsq_runs(cols)]); y is scaled by 1 / sqrt(mean(x²) + norm_eps).
-  const Tensor* in_sumsq = nullptr;  // null: no norm
+  // An input norm, in one of two forms (neither: no norm); either way y = W · (x · g) scaled by
+  // 1 / sqrt(mean(x²) + norm_eps).
+  //  - in_sumsq: `in` holds x · g and in_sumsq the sums of squares of x over runs (fp32
+  //    [decode_sumsq_runs(cols)]), as a kAccumulate GEMV hands them on.
+  //  - in_norm_weight: `in` holds x itself and in_norm_weight g (fp32 [cols]), for an x that no
+  //    GEMV wrote last (tensor parallelism's sums). Where one block reads all of x the GEMV sums
+  //    the squares as it reads; elsewhere it normalizes x into scratch first (kNormedInput).
+  const Tensor* in_sumsq = nullptr;
+  const Tensor* in_norm_weight = nullptr;
   float norm_eps = 0.f;
   GemvEpilogue epilogue = GemvEpilogue::kStore;
   Tensor* out = nullptr;  // fp32

@@ -1,8 +1,8 @@
 // The decode GEMV's host side: checks a DecodeGemv, chooses the kernel and row reader for it
 // (choose_gemv_kernel) and launches the one built for its prologue and epilogue. Only the
-// combinations the model uses are built (compile time grows with each): stores and rope/KV with
-// and without a norm, the residual accumulate without, and swiglu with one. docs/performance.md
-// has the measurements behind the choices.
+// combinations the model uses are built (compile time grows with each): stores, swiglu and
+// rope/KV with and without a norm, the residual accumulate without. docs/performance.md has the
+// measurements behind the choices.
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int4_weight.h"
 #include "kuiper/op/int8_weight.h"
@@ -55,8 +55,9 @@ constexpr int kDenseShortRowsUpTo = 8192;
 
 // The one place the kernel is chosen: fp32/fp16/bf16 rows that one block reads in one pass
 // (16-byte aligned, whole chunks, at most kOnePassMaxChunks) take the one-pass kernel, except
-// for the residual accumulate; everything else takes the warp kernel, reading 16-byte chunks
-// where the alignment, row length and (int8/int4) group size allow, else one element at a time.
+// for the residual accumulate that hands a norm on; everything else takes the warp kernel,
+// reading 16-byte chunks where the alignment, row length and (int8/int4) group size allow, else
+// one element at a time.
 GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, GemvEpilogue epilogue) {
   const bool aligned = aligned_to(a.w, 16) && aligned_to(a.x, 16);
   if (dtype == DataType::kINT8 || dtype == DataType::kINT4) {
@@ -73,52 +74,56 @@ GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, Gem
   if (!aligned || a.cols % elems != 0) return {GemvKernel::kWarp, GemvRowReader::kScalar};
   const GemvRowReader chunks = a.rows <= kDenseShortRowsUpTo ? GemvRowReader::kShortChunks
                                                              : GemvRowReader::kTallChunks;
-  const bool one_pass = a.cols / elems <= kOnePassMaxChunks && epilogue != GemvEpilogue::kAccumulate;
+  const bool one_pass = a.cols / elems <= kOnePassMaxChunks &&
+                        (epilogue != GemvEpilogue::kAccumulate || a.next_norm_weight == nullptr);
   return {one_pass ? GemvKernel::kOnePass : GemvKernel::kWarp, chunks};
 }
 
 // The error for an epilogue and prologue that no kernel is built for.
-Status not_built(GemvEpilogue epilogue, bool norm) {
+Status not_built(GemvEpilogue epilogue, InputNorm norm) {
   const char* name = epilogue == GemvEpilogue::kStore        ? "store"
                      : epilogue == GemvEpilogue::kAccumulate ? "accumulate"
                      : epilogue == GemvEpilogue::kSwiglu     ? "swiglu"
                                                              : "rope/KV";
   return unsupported(std::string("decode_gemv: the ") + name + " epilogue is not built " +
-                     (norm ? "with" : "without") + " a norm prologue");
+                     (norm == InputNorm::kNone ? "without" : "with") + " a norm prologue");
 }
 
 // Runs launch.template operator()<kEpi, kNorm>() for the built combination that `epilogue`
-// and `norm` name, and checks the launch. kWithAccumulate: whether the kernel has the residual
-// accumulate (the one-pass kernel has not).
-template <bool kWithAccumulate, typename Launch>
-Status launch_built(GemvEpilogue epilogue, bool norm, Launch&& launch) {
+// and `norm` name, and checks the launch. kSumsHere: whether the kernel sums the squares of x
+// itself (the one-pass kernel; decode_gemv normalizes x first for the other).
+template <bool kSumsHere, typename Launch>
+Status launch_built(GemvEpilogue epilogue, InputNorm norm, Launch&& launch) {
   using E = GemvEpilogue;
+  using N = InputNorm;
+  if ((epilogue == E::kAccumulate && norm != N::kNone) || (norm == N::kSummedHere && !kSumsHere)) {
+    return not_built(epilogue, norm);
+  }
+  const auto with_norm = [&]<E kEpi>() {
+    if constexpr (kEpi != E::kAccumulate) {
+      if (norm == N::kGivenSums) return launch.template operator()<kEpi, N::kGivenSums>();
+      if constexpr (kSumsHere) {
+        if (norm == N::kSummedHere) return launch.template operator()<kEpi, N::kSummedHere>();
+      }
+    }
+    return launch.template operator()<kEpi, N::kNone>();
+  };
   cudaError_t e = cudaSuccess;
   switch (epilogue) {
-    case E::kStore:
-      e = norm ? launch.template operator()<E::kStore, true>()
-               : launch.template operator()<E::kStore, false>();
-      break;
-    case E::kAccumulate:
-      if constexpr (kWithAccumulate) {
-        if (norm) return not_built(epilogue, norm);
-        e = launch.template operator()<E::kAccumulate, false>();
-      } else {
-        return not_built(epilogue, norm);
-      }
-      break;
-    case E::kSwiglu:  // without a norm under tensor parallelism, whose norm runs after the sum
-      e = norm ? launch.template operator()<E::kSwiglu, true>()
-               : launch.template operator()<E::kSwiglu, false>();
-      break;
-    case E::kRopeKv:
-      e = norm ? launch.template operator()<E::kRopeKv, true>()
-               : launch.template operator()<E::kRopeKv, false>();
-      break;
+    case E::kStore: e = with_norm.template operator()<E::kStore>(); break;
+    case E::kAccumulate: e = with_norm.template operator()<E::kAccumulate>(); break;
+    case E::kSwiglu: e = with_norm.template operator()<E::kSwiglu>(); break;
+    case E::kRopeKv: e = with_norm.template operator()<E::kRopeKv>(); break;
   }
   KUIPER_CUDA_RETURN_IF_ERROR(e);
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("decode_gemv");
   return ok_status();
+}
+
+InputNorm input_norm(const DecodeGemvArgs& a) {
+  return a.in_sumsq != nullptr ? InputNorm::kGivenSums
+         : a.in_norm_weight != nullptr ? InputNorm::kSummedHere
+                                       : InputNorm::kNone;
 }
 
 // Swiglu and rope combine pairs of rows, so they need two or more rows per warp or block.
@@ -128,9 +133,9 @@ constexpr bool pairs_rows(GemvEpilogue e) { return e == GemvEpilogue::kSwiglu ||
 // for swiglu and rope.
 template <typename Unpaired, typename Paired = Unpaired>
 Status launch_warp(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
-  return launch_built<true>(epilogue, a.in_sumsq != nullptr, [&]<GemvEpilogue kEpi, bool kNorm>() {
+  return launch_built<false>(epilogue, input_norm(a), [&]<GemvEpilogue kEpi, InputNorm kNorm>() {
     using Rows = std::conditional_t<pairs_rows(kEpi), Paired, Unpaired>;
-    return launch_decode_gemv<Rows, kEpi, kNorm>(a, stream);
+    return launch_decode_gemv<Rows, kEpi, kNorm == InputNorm::kGivenSums>(a, stream);
   });
 }
 
@@ -138,7 +143,7 @@ Status launch_warp(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t 
 // 8 rows per block measured slower).
 template <typename T>
 Status launch_one_pass(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
-  return launch_built<false>(epilogue, a.in_sumsq != nullptr, [&]<GemvEpilogue kEpi, bool kNorm>() {
+  return launch_built<true>(epilogue, input_norm(a), [&]<GemvEpilogue kEpi, InputNorm kNorm>() {
     return launch_decode_gemv_one_pass<T, pairs_rows(kEpi) ? 2 : 8, kEpi, kNorm>(a, stream);
   });
 }
@@ -217,6 +222,16 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
     a.sumsq_runs = static_cast<int>(decode_sumsq_runs(cols));
     a.eps = g.norm_eps;
   }
+  if (g.in_norm_weight != nullptr) {
+    if (g.in_sumsq != nullptr) return invalid_argument("decode_gemv takes one form of input norm, not two");
+    KUIPER_RETURN_IF_ERROR(expect_cuda(*g.in_norm_weight, DataType::kFP32, "decode_gemv input norm weight"));
+    if (g.in_norm_weight->numel() != cols) {
+      return invalid_argument("decode_gemv input norm weight " + g.in_norm_weight->describe() +
+                              " does not fit weight " + w.values.describe());
+    }
+    a.in_norm_weight = g.in_norm_weight->data<float>();
+    a.eps = g.norm_eps;
+  }
   if (g.next_norm_weight != nullptr) {
     if (g.epilogue != GemvEpilogue::kAccumulate || !g.next_normed || !g.next_sumsq) {
       return invalid_argument("decode_gemv: a next norm needs the accumulate epilogue and its two outputs");
@@ -263,6 +278,19 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
                           w.values.describe() + " and its epilogue");
 }
 
+// The warp kernel reads x a warp at a time, never all of it in one block, so it cannot sum x's
+// squares as it reads: an input it should normalize is normalized into scratch first.
+Status normalize_first(const DecodeGemv& g, DecodeGemvArgs& a, const ExecutionContext& ctx) {
+  const size_t bytes = g.in->nbytes();
+  KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kNormedInput, bytes));
+  KUIPER_ASSIGN_OR_RETURN(Tensor normed, Tensor::view(Buffer::borrow(scratch, bytes, DeviceType::kCUDA, nullptr), 0,
+                                                      DataType::kFP32, g.in->shape()));
+  KUIPER_RETURN_IF_ERROR(rmsnorm(*g.in, *g.in_norm_weight, g.norm_eps, normed, ctx));
+  a.x = normed.data<float>();
+  a.in_norm_weight = nullptr;
+  return ok_status();
+}
+
 }  // namespace
 
 Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
@@ -271,6 +299,10 @@ Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
   const cudaStream_t s = as_cuda_stream(ctx.stream());
   const DataType dtype = gemv.weight->dtype();
   const GemvKernelChoice choice = choose_gemv_kernel(dtype, a, gemv.epilogue);
+  const bool sums_here = choice.kernel == GemvKernel::kOnePass && aligned_to(a.in_norm_weight, 16);
+  if (a.in_norm_weight != nullptr && gemv.epilogue != GemvEpilogue::kAccumulate && !sums_here) {
+    KUIPER_RETURN_IF_ERROR(normalize_first(gemv, a, ctx));
+  }
   if (dtype == DataType::kINT8) return launch_int8(a, choice.reader, gemv.epilogue, s);
   if (dtype == DataType::kINT4) return launch_int4(a, choice.reader, gemv.epilogue, s);
   return dispatch_float_type(dtype, [&](auto zero) {

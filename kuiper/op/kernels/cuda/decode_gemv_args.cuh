@@ -29,6 +29,14 @@
 
 namespace kuiper::op::cuda {
 
+// The input norm a kernel is built for (kernel_table.h, DecodeGemv).
+enum class InputNorm {
+  kNone,
+  kGivenSums,  // x · g came in, with the sums of squares of x over runs (in_sumsq)
+  kSummedHere, // x came in with g (in_norm_weight): the one-pass kernel, whose block reads all
+               // of x, sums the squares itself
+};
+
 // What the kernel reads, in device terms (decode_gemv.cu fills it from a DecodeGemv).
 struct DecodeGemvArgs {
   const void* w = nullptr;
@@ -37,8 +45,9 @@ struct DecodeGemvArgs {
   int group_size = 0;             // int8/int4 only
   int group_shift = 0;            // log2(group_size), Int8Chunks/Int4Int8Chunks only
   const float* x = nullptr;
-  const float* in_sumsq = nullptr;  // the input's norm: x · g came in, Σ x² in runs
+  const float* in_sumsq = nullptr;  // InputNorm::kGivenSums: Σ x² in runs
   int sumsq_runs = 0;
+  const float* in_norm_weight = nullptr;  // InputNorm::kSummedHere: g
   float eps = 0.f;
   int rows = 0, cols = 0;
   float* out = nullptr;
@@ -85,6 +94,11 @@ __device__ __forceinline__ float warp_sum(float v) {
 // (hence load_after_wait, never __ldg: launch.cuh).
 __device__ __forceinline__ float4 input4(const float* x, int i) {
   return load_after_wait(reinterpret_cast<const float4*>(x + i));
+}
+
+__device__ __forceinline__ float squares(const float4& v) { return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; }
+__device__ __forceinline__ float4 times(const float4& a, const float4& b) {
+  return {a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w};
 }
 
 // Dot product of 16 bytes of weights with the matching inputs x0 (and x1 for 16-bit weights).

@@ -74,16 +74,22 @@ __device__ __forceinline__ float inverse_rms(const DecodeGemvArgs& a, float sums
   return rsqrtf(sumsq / static_cast<float>(a.cols) + a.eps);
 }
 
-// The epilogues that need no other thread, run by one: store the rows, or combine swiglu pairs
-// (the first half of the rows are gates, the second half their ups).
+// The epilogues that need no other thread, run by one: store the rows, add them to out (the
+// one-pass kernel's residual accumulate, which hands no norm on), or combine swiglu pairs (the
+// first half of the rows are gates, the second half their ups).
 template <GemvEpilogue kEpi, int kRows>
 __device__ __forceinline__ void write_rows(const DecodeGemvArgs& a, const int (&row)[kRows],
                                            const bool (&valid)[kRows], const float (&y)[kRows]) {
-  static_assert(kEpi == GemvEpilogue::kStore || kEpi == GemvEpilogue::kSwiglu);
+  static_assert(kEpi != GemvEpilogue::kRopeKv);
   if constexpr (kEpi == GemvEpilogue::kStore) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       if (valid[r]) a.out[row[r]] = y[r];
+    }
+  } else if constexpr (kEpi == GemvEpilogue::kAccumulate) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (valid[r]) a.out[row[r]] += y[r];
     }
   } else {
     static_assert(kRows % 2 == 0, "swiglu pairs rows");
