@@ -11,6 +11,7 @@
 #include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
+#include "kuiper/engine/engine.h"
 #include "kuiper/model/llama_model.h"
 #include "test/test_util.h"
 
@@ -126,19 +127,60 @@ TEST(TensorParallel, AllPositionsLogitsAreGatheredInRowOrder) {
 TEST(TensorParallel, PagedStepOfSeveralSequencesMatchesTheWholeModel) {
   const Checkpoint c = stories260k();
   KUIPER_ASSERT_OK_AND_ASSIGN(std::unique_ptr<LlamaModel> whole, split_model(c, 1, 4));
-  KUIPER_ASSERT_OK_AND_ASSIGN(std::unique_ptr<LlamaModel> split, split_model(c, 2, 4));
-  // Sequence 0 prefills 6 tokens in blocks 3, 1; sequence 1 prefills 3 tokens in block 5.
-  const std::vector<int32_t> tokens = {1, 9, 33, 2, 250, 17, 1, 400, 8};
-  const std::vector<int32_t> positions = {0, 1, 2, 3, 4, 5, 0, 1, 2};
-  const std::vector<int32_t> slots = {12, 13, 14, 15, 4, 5, 20, 21, 22};
-  const std::vector<int32_t> row_sequence = {0, 0, 0, 0, 0, 0, 1, 1, 1};
-  const std::vector<int32_t> tables = {3, 1, 5, 0};
-  const std::vector<int32_t> logit_rows = {5, 8, 2};
-  const StepBatch batch{tokens, positions, slots, row_sequence, tables, 2, logit_rows};
-  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor expected, whole->forward_step(batch));
-  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor got, split->forward_step(batch));
-  ASSERT_EQ(got.dim(0), 3);
-  EXPECT_LE(error_of(got, expected), kTolerance);
+  for (int ranks : {2, 4}) {
+    KUIPER_ASSERT_OK_AND_ASSIGN(std::unique_ptr<LlamaModel> split, split_model(c, ranks, 4));
+    // Sequence 0 prefills 6 tokens in blocks 3, 1; sequence 1 prefills 3 tokens in block 5.
+    const std::vector<int32_t> tokens = {1, 9, 33, 2, 250, 17, 1, 400, 8};
+    const std::vector<int32_t> positions = {0, 1, 2, 3, 4, 5, 0, 1, 2};
+    const std::vector<int32_t> slots = {12, 13, 14, 15, 4, 5, 20, 21, 22};
+    const std::vector<int32_t> row_sequence = {0, 0, 0, 0, 0, 0, 1, 1, 1};
+    const std::vector<int32_t> tables = {3, 1, 5, 0};
+    const std::vector<int32_t> logit_rows = {5, 8, 2};
+    const StepBatch batch{tokens, positions, slots, row_sequence, tables, 2, logit_rows};
+    KUIPER_ASSERT_OK_AND_ASSIGN(Tensor expected, whole->forward_step(batch));
+    KUIPER_ASSERT_OK_AND_ASSIGN(Tensor got, split->forward_step(batch));
+    ASSERT_EQ(got.dim(0), 3);
+    EXPECT_LE(error_of(got, expected), kTolerance) << ranks << " ranks";
+  }
+}
+
+// Six sequences through the engine (prefill, then batched decode steps), as
+// test_cuda_tensor_parallel runs them on GPUs: each split model's greedy tokens are the whole
+// model's.
+TEST(TensorParallel, EngineOfSixSequencesGeneratesAsTheWholeModel) {
+  const Checkpoint c = stories260k();
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
+  const auto generate = [&](int ranks) {
+    ModelOptions model;
+    model.tensor_parallel = ranks;
+    auto engine = Engine::create(c.config, c.weights, model, *tokenizer, EngineOptions{.max_seqs = 6, .max_step_rows = 64});
+    CHECK(engine.ok()) << engine.status().to_string();
+    std::vector<std::vector<int32_t>> tokens(6);
+    for (int i = 0; i < 6; ++i) {
+      SamplingParams p;
+      p.temperature = 0.f;
+      p.max_tokens = 40;
+      p.ignore_eos = true;
+      const std::vector<int32_t> prompt = {1, 403 + i, 407, 261 + 3 * i, 378};
+      CHECK((*engine)->submit(prompt, p, [&tokens, i](const RequestOutput& out) {
+                       tokens[i].insert(tokens[i].end(), out.tokens.begin(), out.tokens.end());
+                     }).ok());
+    }
+    for (;;) {
+      auto busy = (*engine)->step();
+      CHECK(busy.ok()) << busy.status().to_string();
+      if (!*busy) break;
+    }
+    return tokens;
+  };
+  const auto whole = generate(1);
+  for (int ranks : {2, 4}) {
+    const auto split = generate(ranks);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(whole[i].size(), 40u);
+      EXPECT_EQ(split[i], whole[i]) << ranks << " ranks, sequence " << i;
+    }
+  }
 }
 
 TEST(TensorParallel, Int8WeightsSplitOnGroupBoundaries) {

@@ -23,8 +23,8 @@ class Communicator {
   // `whole` (fp32, ranks × part's elements) receives every rank's `part`, in rank order.
   virtual Status all_gather(const Tensor& part, Tensor& whole, Stream stream) = 0;
   // An fp32 tensor on this rank's device for the collectives above to work in. NCCL registers
-  // it, with the same tensor of every other rank, as one symmetric window, where its
-  // all-reduce of a few kilobytes takes about half the time it takes in ordinary memory
+  // it, with the same tensor of every other rank, as one symmetric window, where it runs its
+  // symmetric kernels, of lower latency for the few kilobytes of a decode step's sums
   // (docs/tensor_parallel.md). Every rank makes the same tensors in the same order.
   virtual StatusOr<Tensor> shared_tensor(Shape shape) = 0;
 };
