@@ -8,7 +8,6 @@
 
 #include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
-#include "kuiper/engine/engine.h"
 #include "kuiper/model/llama_model.h"
 #include "test/test_util.h"
 
@@ -110,25 +109,7 @@ TEST_F(CudaTensorParallel, EngineBatchFp32GreedyIdentical) {
     model.device = DeviceType::kCUDA;
     model.weight_dtype = DataType::kFP32;
     model.tensor_parallel = ranks;
-    auto engine = Engine::create(c.config, c.weights, model, *tokenizer, EngineOptions{.max_seqs = 6, .max_step_rows = 64});
-    CHECK(engine.ok()) << engine.status().to_string();
-    std::vector<std::vector<int32_t>> tokens(6);
-    for (int i = 0; i < 6; ++i) {
-      SamplingParams p;
-      p.temperature = 0.f;
-      p.max_tokens = 40;
-      p.ignore_eos = true;
-      std::vector<int32_t> prompt = {1, 403 + i, 407, 261 + 3 * i, 378};
-      CHECK((*engine)->submit(prompt, p, [&tokens, i](const RequestOutput& out) {
-                       tokens[i].insert(tokens[i].end(), out.tokens.begin(), out.tokens.end());
-                     }).ok());
-    }
-    for (;;) {
-      auto busy = (*engine)->step();
-      CHECK(busy.ok()) << busy.status().to_string();
-      if (!*busy) break;
-    }
-    return tokens;
+    return test::engine_greedy_tokens(c, model, *tokenizer);
   };
   const auto whole = run(1);
   for (int ranks : {2, 4}) {

@@ -8,6 +8,7 @@
 
 #include <glog/logging.h>
 
+#include "kuiper/engine/engine.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/op/kernel_table.h"
 
@@ -282,5 +283,28 @@ static double relative_error_impl(const float* a, const Ref* b, size_t n) {
 
 double relative_error(const float* a, const float* b, size_t n) { return relative_error_impl(a, b, n); }
 double relative_error(const float* a, const double* b, size_t n) { return relative_error_impl(a, b, n); }
+
+std::vector<std::vector<int32_t>> engine_greedy_tokens(const Checkpoint& c, const ModelOptions& model,
+                                                       const Tokenizer& tokenizer) {
+  auto engine = Engine::create(c.config, c.weights, model, tokenizer, EngineOptions{.max_seqs = 6, .max_step_rows = 64});
+  CHECK(engine.ok()) << engine.status().to_string();
+  std::vector<std::vector<int32_t>> tokens(6);
+  for (int i = 0; i < 6; ++i) {
+    SamplingParams p;
+    p.temperature = 0.f;
+    p.max_tokens = 40;
+    p.ignore_eos = true;
+    const std::vector<int32_t> prompt = {1, 403 + i, 407, 261 + 3 * i, 378};
+    CHECK((*engine)->submit(prompt, p, [&tokens, i](const RequestOutput& out) {
+                     tokens[i].insert(tokens[i].end(), out.tokens.begin(), out.tokens.end());
+                   }).ok());
+  }
+  for (;;) {
+    auto busy = (*engine)->step();
+    CHECK(busy.ok()) << busy.status().to_string();
+    if (!*busy) break;
+  }
+  return tokens;
+}
 
 }  // namespace kuiper::test

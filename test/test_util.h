@@ -110,6 +110,12 @@ void check_cuda_decode_gemv(const op::Weight& w, bool rounds_input, std::mt19937
 // test (and returns infinity) where a model cannot be made or run, or loads another weight dtype.
 double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference);
 
+// The greedy tokens of six sequences run together through an Engine over `model` (prompts
+// {1, 403 + i, 407, 261 + 3i, 378}, 40 tokens each, EOS ignored): a prefill step, then batched
+// decode steps. For checking that a way of running the model (split over ranks) keeps its text.
+std::vector<std::vector<int32_t>> engine_greedy_tokens(const Checkpoint& c, const ModelOptions& model,
+                                                       const Tokenizer& tokenizer);
+
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);
 double relative_error(const float* a, const double* b, size_t n);
