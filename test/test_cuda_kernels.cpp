@@ -828,7 +828,7 @@ TEST_F(CudaDecodeGemv, AccumulateHandsTheNormToTheNextGemv) {
   }
 }
 
-// Without a norm prologue, as under tensor parallelism (the norm ran after the ranks' sum).
+// Without a norm prologue, as a GEMV runs whose input was normalized into scratch first.
 TEST_F(CudaDecodeGemv, Swiglu) {
   for (const Case& c : cases()) {
     const int64_t hidden = 45;
