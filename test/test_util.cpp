@@ -286,7 +286,8 @@ double relative_error(const float* a, const double* b, size_t n) { return relati
 
 std::vector<std::vector<int32_t>> engine_greedy_tokens(const Checkpoint& c, const ModelOptions& model,
                                                        const Tokenizer& tokenizer) {
-  auto engine = Engine::create(c.config, c.weights, model, tokenizer, EngineOptions{.max_seqs = 6, .max_step_rows = 64});
+  auto engine =
+      Engine::create(c.config, c.weights, model, tokenizer, EngineOptions{.max_seqs = 6, .max_step_rows = 64});
   CHECK(engine.ok()) << engine.status().to_string();
   std::vector<std::vector<int32_t>> tokens(6);
   for (int i = 0; i < 6; ++i) {

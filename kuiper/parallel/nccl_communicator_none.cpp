@@ -1,4 +1,5 @@
-// Builds without NCCL 2.27 or later (no CUDA, or a CUDA toolkit without it): a GPU group cannot be made.
+// Builds without NCCL 2.27 or later (no CUDA, or a CUDA toolkit without it): a GPU group
+// cannot be made.
 #include "kuiper/parallel/communicator.h"
 
 namespace kuiper::parallel {
