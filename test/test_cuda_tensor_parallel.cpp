@@ -104,22 +104,31 @@ TEST_F(CudaTensorParallel, StoriesFp32GreedyIdentical) {
 TEST_F(CudaTensorParallel, EngineBatchFp32GreedyIdentical) {
   const Checkpoint c = stories();
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
-  const auto run = [&](int ranks) {
+  const auto run = [&](int ranks, bool graphs) {
     ModelOptions model;
     model.device = DeviceType::kCUDA;
     model.weight_dtype = DataType::kFP32;
     model.tensor_parallel = ranks;
+    model.use_cuda_graph = graphs;
     return test::engine_greedy_tokens(c, model, *tokenizer);
   };
-  const auto whole = run(1);
+  const auto whole = run(1, true);
   for (int ranks : {2, 4}) {
     if (cuda_device_count() < ranks) continue;
-    const auto split = run(ranks);
+    const auto split = run(ranks, true);
     for (int i = 0; i < 6; ++i) {
       EXPECT_EQ(whole[i].size(), 40u);
       EXPECT_EQ(split[i], whole[i]) << ranks << " ranks, sequence " << i;
     }
     std::printf("engine, 6 sequences x 40 greedy tokens, %d ranks: %s\n", ranks, split == whole ? "identical" : "differ");
+    if (split != whole) {
+      // Where to look: a second run tells a race from a wrong result, and one without CUDA
+      // graphs tells a recording's fault from the kernels'.
+      const auto again = run(ranks, true), eager = run(ranks, false);
+      std::printf("  again: %s (%s the first run); without CUDA graphs: %s\n",
+                  again == whole ? "identical" : "differ", again == split ? "the same as" : "unlike",
+                  eager == whole ? "identical" : "differ");
+    }
   }
 }
 
