@@ -720,21 +720,6 @@ class CudaDecodeGemv : public CudaKernels {
     int64_t cols;
     int group;  // int8 only
   };
-  // The input a norm-fed GEMV reads (x · g, and sums of squares of x over runs), made on the host.
-  struct NormedInput {
-    Tensor scaled, sumsq;
-  };
-  NormedInput normed_input(const Tensor& x, const Tensor& g) {
-    const int64_t n = x.numel(), runs = op::decode_sumsq_runs(n);
-    Tensor scaled = Tensor::zeros_cpu(DataType::kFP32, x.shape()).value();
-    Tensor sumsq = Tensor::zeros_cpu(DataType::kFP32, {runs}).value();
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x.data<float>()[i];
-      scaled.data<float>()[i] = v * g.data<float>()[i];
-      sumsq.data<float>()[i / op::kDecodeSumsqRun] += v * v;
-    }
-    return {upload(scaled), upload(sumsq)};
-  }
   // The three forms of input norm (kernel_table.h, DecodeGemv): none; x · g with the sums of
   // squares a kAccumulate GEMV hands on; x itself with g, whose squares the GEMV sums (or, where
   // its kernel cannot, normalizes into scratch first).
@@ -743,7 +728,8 @@ class CudaDecodeGemv : public CudaKernels {
   static std::string name(Norm norm) {
     return norm == Norm::kNone ? "no norm" : norm == Norm::kGivenSums ? "norm from sums" : "norm from x";
   }
-  // What a GEMV with `norm` reads, on the GPU.
+  // What a GEMV with `norm` reads, on the GPU; x · g and the sums of squares of x over runs are
+  // made on the host.
   struct GemvInput {
     Tensor in, sumsq, g;
     void into(op::DecodeGemv& gemv) const {
@@ -756,8 +742,15 @@ class CudaDecodeGemv : public CudaKernels {
   GemvInput gemv_input(const Tensor& x, const Tensor& g, Norm norm) {
     if (norm == Norm::kNone) return {upload(x), Tensor(), Tensor()};
     if (norm == Norm::kFromX) return {upload(x), Tensor(), upload(g)};
-    NormedInput in = normed_input(x, g);
-    return {std::move(in.scaled), std::move(in.sumsq), Tensor()};
+    const int64_t n = x.numel();
+    Tensor scaled = Tensor::zeros_cpu(DataType::kFP32, x.shape()).value();
+    Tensor sumsq = Tensor::zeros_cpu(DataType::kFP32, {op::decode_sumsq_runs(n)}).value();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x.data<float>()[i];
+      scaled.data<float>()[i] = v * g.data<float>()[i];
+      sumsq.data<float>()[i / op::kDecodeSumsqRun] += v * v;
+    }
+    return {upload(scaled), upload(sumsq), Tensor()};
   }
   // A random weight of the case's type on the CPU and its copy on the GPU.
   std::pair<op::Weight, op::Weight> weight(const Case& c, int64_t rows, int64_t cols) {

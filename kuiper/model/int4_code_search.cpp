@@ -19,18 +19,17 @@ struct Fit {
   bool within;  // every weight within the bound
 };
 
-// The weight `code` gives back for v, as int4_value(int4_nibble_of(v)) does for a positive
-// scale, written so that fit_of's loop vectorizes: rint rounds as nearbyint does (ties to even),
-// and the clamp's compares become selects (this file is compiled with -fno-trapping-math,
+// The nibble of weight v under `code`, for a positive scale: round to nearest (rint rounds
+// halves to even, as the int8 quantizer does), clamped to the scheme's range. Written with
+// selects so that fit_of's loop vectorizes (this file is compiled with -fno-trapping-math,
 // kuiper/CMakeLists.txt).
 template <bool kWithMin>
-float reconstructed(float v, const Int4GroupCode& code) {
+int nibble_of(float v, const Int4GroupCode& code) {
   constexpr float kLow = kWithMin ? 0.f : -7.f, kHigh = kWithMin ? 15.f : 7.f;
   float r = std::rint((v - code.min) / code.scale);
   r = r < kLow ? kLow : r;
   r = r > kHigh ? kHigh : r;
-  if constexpr (kWithMin) return op::int4_value(static_cast<int>(r), code.scale, code.min, true);
-  return op::int4_value(static_cast<int>(r) + op::kInt4SymmetricZero, code.scale, 0.f, false);
+  return static_cast<int>(r) + (kWithMin ? 0 : op::kInt4SymmetricZero);
 }
 
 // The search scores 81 codes a group, over hundreds of millions of groups when a model is
@@ -43,7 +42,8 @@ Fit fit_of(const float* w, int n, const Int4GroupCode& code, float bound) {
   double squared = 0.0, worst = 0.0;
 #pragma omp simd reduction(+ : squared) reduction(max : worst)
   for (int i = 0; i < n; ++i) {
-    const double d = static_cast<double>(reconstructed<kWithMin>(w[i], code)) - w[i];
+    const float back = op::int4_value(nibble_of<kWithMin>(w[i], code), code.scale, code.min, kWithMin);
+    const double d = static_cast<double>(back) - w[i];
     squared += d * d;
     const double size = std::fabs(d);
     worst = worst > size ? worst : size;
@@ -81,11 +81,9 @@ Int4GroupCode plain_int4_code(const float* w, int n, bool with_min) {
 }
 
 unsigned int4_nibble_of(float v, const Int4GroupCode& code, bool with_min) {
-  // nearbyint rounds halves to even, as the int8 quantizer does. A group of equal weights has
-  // scale 0 and comes back exactly (as 0, or as its min).
-  const float r = code.scale > 0.f ? std::nearbyint((v - code.min) / code.scale) : 0.f;
-  if (with_min) return static_cast<unsigned>(std::clamp(r, 0.f, 15.f));
-  return static_cast<unsigned>(static_cast<int>(std::clamp(r, -7.f, 7.f)) + op::kInt4SymmetricZero);
+  // A group of equal weights has scale 0 and comes back exactly (as 0, or as its min).
+  if (!(code.scale > 0.f)) return with_min ? 0u : static_cast<unsigned>(op::kInt4SymmetricZero);
+  return static_cast<unsigned>(with_min ? nibble_of<true>(v, code) : nibble_of<false>(v, code));
 }
 
 Int4GroupCode search_int4_code(const float* w, int n, bool with_min) {

@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <functional>
 #include <numeric>
 #include <string>
 
@@ -63,8 +62,7 @@ class NcclCommunicator final : public Communicator {
   // GPUs cannot (no direct peer access), the registration is a no-op and the collectives run as
   // they do in any memory.
   StatusOr<Tensor> shared_tensor(Shape shape) override {
-    const int64_t numel = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-    const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * sizeof(float);
     const std::string what = std::to_string(bytes) + " bytes for collectives";
     auto window = std::make_shared<Window>(comm_);
     KUIPER_RETURN_IF_ERROR(nccl_status(ncclMemAlloc(&window->data, bytes), "ncclMemAlloc of " + what));
