@@ -240,9 +240,9 @@ static int program_main(int argc, char** argv) {
     if (!shared.ok()) return cli::fail("llama_bench", shared.status());
     auto ordinary = cli::all_reduce_seconds(model->device(), ranks, model->config().dim, per_token, false);
     if (!ordinary.ok()) return cli::fail("llama_bench", ordinary.status());
-    std::printf("tensor parallel over %d ranks: %d all-reduces of %d floats per token take %.1f us "
+    std::printf("tensor parallel over %d ranks (%s): %d all-reduces of %d floats per token take %.1f us "
                 "(%.1f us in ordinary memory)\n",
-                ranks, per_token, model->config().dim, *shared * 1e6, *ordinary * 1e6);
+                ranks, model->collectives().c_str(), per_token, model->config().dim, *shared * 1e6, *ordinary * 1e6);
   }
   HostBandwidth host_bw;
   double device_copy_gbs = 0;

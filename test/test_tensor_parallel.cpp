@@ -145,22 +145,23 @@ TEST(TensorParallel, PagedStepOfSeveralSequencesMatchesTheWholeModel) {
 
 // Six sequences through the engine (prefill, then batched decode steps), as
 // test_cuda_tensor_parallel runs them on GPUs: each split model's greedy tokens are the whole
-// model's.
+// model's, and its logits, handed to the host at each step, within fp32 rounding of them.
 TEST(TensorParallel, EngineOfSixSequencesGeneratesAsTheWholeModel) {
   const Checkpoint c = stories260k();
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/stories260K/tok512.model")));
-  const auto generate = [&](int ranks) {
+  const auto generate = [&](int ranks, bool logits) {
     ModelOptions model;
     model.tensor_parallel = ranks;
-    return test::engine_greedy_tokens(c, model, *tokenizer);
+    return test::engine_greedy_run(c, model, *tokenizer, logits);
   };
-  const auto whole = generate(1);
+  const auto whole = generate(1, false), whole_logits = generate(1, true);
   for (int ranks : {2, 4}) {
-    const auto split = generate(ranks);
+    const auto split = generate(ranks, false);
     for (int i = 0; i < 6; ++i) {
-      EXPECT_EQ(whole[i].size(), 40u);
-      EXPECT_EQ(split[i], whole[i]) << ranks << " ranks, sequence " << i;
+      EXPECT_EQ(whole.tokens[i].size(), 40u);
+      EXPECT_EQ(split.tokens[i], whole.tokens[i]) << ranks << " ranks, sequence " << i;
     }
+    EXPECT_LE(test::worst_engine_logit_error(generate(ranks, true), whole_logits), kTolerance) << ranks << " ranks";
   }
 }
 

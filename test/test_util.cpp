@@ -284,28 +284,53 @@ static double relative_error_impl(const float* a, const Ref* b, size_t n) {
 double relative_error(const float* a, const float* b, size_t n) { return relative_error_impl(a, b, n); }
 double relative_error(const float* a, const double* b, size_t n) { return relative_error_impl(a, b, n); }
 
-std::vector<std::vector<int32_t>> engine_greedy_tokens(const Checkpoint& c, const ModelOptions& model,
-                                                       const Tokenizer& tokenizer) {
-  auto engine =
-      Engine::create(c.config, c.weights, model, tokenizer, EngineOptions{.max_seqs = 6, .max_step_rows = 64});
+EngineGreedyRun engine_greedy_run(const Checkpoint& c, const ModelOptions& model, const Tokenizer& tokenizer,
+                                  bool logits) {
+  constexpr int kSequences = 6;
+  EngineGreedyRun run;
+  run.tokens.resize(kSequences);
+  if (logits) run.logits.resize(kSequences);
+  std::vector<RequestId> ids(kSequences);
+  EngineOptions options{.max_seqs = kSequences, .max_step_rows = 64};
+  if (logits) {
+    options.observe_logits = [&](RequestId id, int, std::span<const float> values) {
+      const size_t i = std::find(ids.begin(), ids.end(), id) - ids.begin();
+      run.logits[i].emplace_back(values.begin(), values.end());
+    };
+  }
+  auto engine = Engine::create(c.config, c.weights, model, tokenizer, options);
   CHECK(engine.ok()) << engine.status().to_string();
-  std::vector<std::vector<int32_t>> tokens(6);
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < kSequences; ++i) {
     SamplingParams p;
     p.temperature = 0.f;
     p.max_tokens = 40;
     p.ignore_eos = true;
     const std::vector<int32_t> prompt = {1, 403 + i, 407, 261 + 3 * i, 378};
-    CHECK((*engine)->submit(prompt, p, [&tokens, i](const RequestOutput& out) {
-                     tokens[i].insert(tokens[i].end(), out.tokens.begin(), out.tokens.end());
-                   }).ok());
+    auto id = (*engine)->submit(prompt, p, [&run, i](const RequestOutput& out) {
+      run.tokens[i].insert(run.tokens[i].end(), out.tokens.begin(), out.tokens.end());
+    });
+    CHECK(id.ok()) << id.status().to_string();
+    ids[i] = *id;
   }
   for (;;) {
     auto busy = (*engine)->step();
     CHECK(busy.ok()) << busy.status().to_string();
     if (!*busy) break;
   }
-  return tokens;
+  for (int i = 0; i < kSequences && logits; ++i) CHECK_EQ(run.logits[i].size(), run.tokens[i].size());
+  return run;
+}
+
+double worst_engine_logit_error(const EngineGreedyRun& split, const EngineGreedyRun& whole) {
+  double worst = 0;
+  for (size_t i = 0; i < whole.logits.size(); ++i) {
+    for (size_t t = 0; t < whole.logits[i].size() && t < split.logits[i].size(); ++t) {
+      const std::vector<float>& w = whole.logits[i][t];
+      worst = std::max(worst, relative_error(split.logits[i][t].data(), w.data(), w.size()));
+      if (split.tokens[i][t] != whole.tokens[i][t]) break;
+    }
+  }
+  return worst;
 }
 
 }  // namespace kuiper::test

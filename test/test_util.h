@@ -110,11 +110,21 @@ void check_cuda_decode_gemv(const op::Weight& w, bool rounds_input, std::mt19937
 // test (and returns infinity) where a model cannot be made or run, or loads another weight dtype.
 double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference);
 
-// The greedy tokens of six sequences run together through an Engine over `model` (prompts
-// {1, 403 + i, 407, 261 + 3i, 378}, 40 tokens each, EOS ignored): a prefill step, then batched
-// decode steps. For checking that a way of running the model (split over ranks) keeps its text.
-std::vector<std::vector<int32_t>> engine_greedy_tokens(const Checkpoint& c, const ModelOptions& model,
-                                                       const Tokenizer& tokenizer);
+// Six sequences run together through an Engine over `model` (prompts {1, 403 + i, 407,
+// 261 + 3i, 378}, 40 greedy tokens each, EOS ignored): a prefill step, then batched decode steps.
+// For checking that a way of running the model (split over ranks) keeps its text.
+struct EngineGreedyRun {
+  std::vector<std::vector<int32_t>> tokens;               // per sequence
+  std::vector<std::vector<std::vector<float>>> logits;    // per sequence, per token; with logits only
+};
+// With `logits` the engine hands each step's logits to the host and picks there (its
+// observe_logits path); without, the tokens are picked on the device.
+EngineGreedyRun engine_greedy_run(const Checkpoint& c, const ModelOptions& model, const Tokenizer& tokenizer,
+                                  bool logits = false);
+
+// The worst relative L2 error of `split`'s logits against `whole`'s over each sequence's steps,
+// up to and including the first step where their tokens differ.
+double worst_engine_logit_error(const EngineGreedyRun& split, const EngineGreedyRun& whole);
 
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).
 double relative_error(const float* a, const float* b, size_t n);

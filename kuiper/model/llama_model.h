@@ -90,6 +90,8 @@ class LlamaModel {
   DataType weight_dtype() const { return weight_dtype_; }
   DataType kv_dtype() const { return kv_dtype_; }
   int ranks() const { return plan_.ranks; }
+  // What runs the ranks' collectives (parallel/communicator.h); empty on one rank.
+  std::string collectives() const { return plan_.comm == nullptr ? std::string() : plan_.comm->description(); }
   size_t weight_bytes() const;  // bytes of parameters the model (all its ranks) reads per token
   // Where the model's kernels run (rank 0's GPU); work for the tensors the model returns goes
   // on its stream.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kuiper/base/device.h"
@@ -22,11 +23,14 @@ class Communicator {
   virtual Status all_reduce_sum(Tensor& values, Stream stream) = 0;
   // `whole` (fp32, ranks × part's elements) receives every rank's `part`, in rank order.
   virtual Status all_gather(const Tensor& part, Tensor& whole, Stream stream) = 0;
-  // An fp32 tensor on this rank's device for the collectives above to work in. NCCL registers
-  // it, with the same tensor of every other rank, as one symmetric window, where it runs its
-  // symmetric kernels, of lower latency for the few kilobytes of a decode step's sums
+  // An fp32 tensor on this rank's device for the collectives above to work in. Where the NCCL
+  // library's symmetric kernels are safe to use (nccl_communicator.cpp), NCCL registers it,
+  // with the same tensor of every other rank, as one symmetric window, where those kernels
+  // run, of lower latency for the few kilobytes of a decode step's sums
   // (docs/tensor_parallel.md). Every rank makes the same tensors in the same order.
   virtual StatusOr<Tensor> shared_tensor(Shape shape) = 0;
+  // What runs the collectives and where shared_tensor's tensors live, for reports.
+  virtual std::string description() const = 0;
 };
 
 // One communicator per rank for `ranks` ranks of `device`: rank r of a CUDA group runs on GPU r

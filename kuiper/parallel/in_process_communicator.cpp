@@ -53,6 +53,7 @@ class InProcessCommunicator final : public Communicator {
   StatusOr<Tensor> shared_tensor(Shape shape) override {
     return Tensor::empty(DataType::kFP32, std::move(shape), cpu_allocator());
   }
+  std::string description() const override { return "in-process sums on the CPU"; }
 
  private:
   static Status check_host_fp32(const Tensor& t, const char* what) {

@@ -17,6 +17,18 @@ Status nccl_status(ncclResult_t result, const std::string& what) {
   return internal_error(what + ": " + ncclGetErrorString(result));
 }
 
+// Whether this NCCL's symmetric kernels wait for the kernel before them. NCCL launches them to
+// overlap that kernel (programmatic dependent launch); from 2.28.0 until 2.30.7 they started
+// without cudaGridDependencySynchronize, so a symmetric collective could read its input before
+// the kernel writing it had finished (what that did here: docs/tensor_parallel.md). 2.27 and
+// 2.30.7 on wait.
+bool symmetric_kernels_wait(int version) { return (version >= 22700 && version < 22800) || version >= 23007; }
+
+std::string version_name(int version) {
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
 // Memory registered with a communicator, released when the last tensor over it goes (before the
 // communicator: the model that holds the tensors is destroyed first).
 struct Window {
@@ -32,7 +44,8 @@ struct Window {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, int rank, int ranks) : comm_(comm), rank_(rank), ranks_(ranks) {}
+  NcclCommunicator(ncclComm_t comm, int rank, int ranks, int version)
+      : comm_(comm), rank_(rank), ranks_(ranks), version_(version), windows_(symmetric_kernels_wait(version)) {}
   ~NcclCommunicator() override { ncclCommDestroy(comm_); }
   int rank() const override { return rank_; }
   int ranks() const override { return ranks_; }
@@ -57,21 +70,30 @@ class NcclCommunicator final : public Communicator {
   }
 
   // NCCL's own allocation (CUDA virtual memory, which its windows need), registered as a
-  // symmetric window: a collective whose every buffer lies in one then runs NCCL's symmetric
-  // kernels, which read and write the peers' windows directly over NVLink. Where NCCL finds the
-  // GPUs cannot (no direct peer access), the registration is a no-op and the collectives run as
-  // they do in any memory.
+  // symmetric window where this NCCL's symmetric kernels are safe: a collective whose every
+  // buffer lies in one then runs them, and they read and write the peers' windows directly over
+  // NVLink. Where NCCL finds the GPUs cannot (no direct peer access), the registration is a
+  // no-op and the collectives run as they do in any memory.
   StatusOr<Tensor> shared_tensor(Shape shape) override {
     const size_t bytes = static_cast<size_t>(shape_numel(shape)) * sizeof(float);
     const std::string what = std::to_string(bytes) + " bytes for collectives";
     auto window = std::make_shared<Window>(comm_);
     KUIPER_RETURN_IF_ERROR(nccl_status(ncclMemAlloc(&window->data, bytes), "ncclMemAlloc of " + what));
-    KUIPER_RETURN_IF_ERROR(
-        nccl_status(ncclCommWindowRegister(comm_, window->data, bytes, &window->window, NCCL_WIN_COLL_SYMMETRIC),
-                    "ncclCommWindowRegister of " + what));
+    if (windows_) {
+      KUIPER_RETURN_IF_ERROR(nccl_status(
+          ncclCommWindowRegister(comm_, window->data, bytes, &window->window, NCCL_WIN_COLL_SYMMETRIC),
+          "ncclCommWindowRegister of " + what));
+    }
     void* data = window->data;
     return Tensor::view(Buffer::borrow(data, bytes, DeviceType::kCUDA, std::move(window)), 0, DataType::kFP32,
                         std::move(shape));
+  }
+
+  std::string description() const override {
+    return "NCCL " + version_name(version_) +
+           (windows_ ? ", shared tensors in symmetric windows"
+                     : ", shared tensors unregistered (this NCCL's symmetric kernels may read a collective's input "
+                       "before it is written; 2.27, or 2.30.7 and later, use them)");
   }
 
  private:
@@ -83,19 +105,22 @@ class NcclCommunicator final : public Communicator {
   }
 
   ncclComm_t comm_;
-  int rank_, ranks_;
+  int rank_, ranks_, version_;
+  bool windows_;
 };
 
 }  // namespace
 
 StatusOr<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(int ranks) {
+  int version = 0;
+  KUIPER_RETURN_IF_ERROR(nccl_status(ncclGetVersion(&version), "ncclGetVersion"));
   std::vector<ncclComm_t> comms(ranks);
   std::vector<int> gpus(ranks);
   std::iota(gpus.begin(), gpus.end(), 0);
   KUIPER_RETURN_IF_ERROR(nccl_status(ncclCommInitAll(comms.data(), ranks, gpus.data()),
                                      "ncclCommInitAll over " + std::to_string(ranks) + " GPUs"));
   std::vector<std::unique_ptr<Communicator>> group;
-  for (int r = 0; r < ranks; ++r) group.push_back(std::make_unique<NcclCommunicator>(comms[r], r, ranks));
+  for (int r = 0; r < ranks; ++r) group.push_back(std::make_unique<NcclCommunicator>(comms[r], r, ranks, version));
   return group;
 }
 
