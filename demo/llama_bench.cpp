@@ -233,15 +233,16 @@ static int program_main(int argc, char** argv) {
   std::printf("weights read per token: %.1f MB\n", model->weight_bytes() / 1e6);
   const int ranks = model->ranks();
   if (ranks > 1) {
-    // Two all-reduces of one residual row per layer, timed on their own: in shared memory, as
-    // the model makes them, and in ordinary memory.
+    // Two all-reduces of one residual row per layer, timed on their own: in the communicators'
+    // shared tensors, as the model's are (symmetric windows where NCCL's kernels are safe), and
+    // in memory from the device's allocator.
     const int per_token = 2 * model->config().n_layers;
     auto shared = cli::all_reduce_seconds(model->device(), ranks, model->config().dim, per_token, true);
     if (!shared.ok()) return cli::fail("llama_bench", shared.status());
     auto ordinary = cli::all_reduce_seconds(model->device(), ranks, model->config().dim, per_token, false);
     if (!ordinary.ok()) return cli::fail("llama_bench", ordinary.status());
     std::printf("tensor parallel over %d ranks (%s): %d all-reduces of %d floats per token take %.1f us "
-                "(%.1f us in ordinary memory)\n",
+                "in shared tensors (%.1f us in allocator memory)\n",
                 ranks, model->collectives().c_str(), per_token, model->config().dim, *shared * 1e6, *ordinary * 1e6);
   }
   HostBandwidth host_bw;
