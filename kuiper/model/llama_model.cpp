@@ -387,14 +387,13 @@ Status LlamaModel::allocate_buffers() {
     KUIPER_ASSIGN_OR_RETURN(step_logits_,
                             Tensor::empty(DataType::kFP32, {max_sequences_, int64_t{config_.vocab_size}}, alloc));
   }
-  // The fused decode step sums the residual stream over the ranks in place, and gathers the
-  // logits into logits_ from rank_logits_: those three live in the communicators' shared memory.
-  // The batched steps' sums and gathers (delta, gathered_logits_) run in ordinary memory.
+  // What the ranks sum (x in the fused decode step, delta in the batched ones) and gather
+  // (rank_logits_ into logits_ or gathered_logits_) lives in the communicators' shared memory.
   KUIPER_ASSIGN_OR_RETURN(full_.x, plan_.collective_tensor({rows, dim}, alloc));
   KUIPER_ASSIGN_OR_RETURN(full_.normed, matmul_input({rows, dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.q, f32({rows, q_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.attention, matmul_input({rows, q_dim}));
-  KUIPER_ASSIGN_OR_RETURN(full_.delta, f32({rows, dim}));
+  KUIPER_ASSIGN_OR_RETURN(full_.delta, plan_.collective_tensor({rows, dim}, alloc));
   KUIPER_ASSIGN_OR_RETURN(full_.gate, f32({rows, hidden}));
   KUIPER_ASSIGN_OR_RETURN(full_.up, f32({rows, hidden}));
   KUIPER_ASSIGN_OR_RETURN(full_.hidden, matmul_input({rows, hidden}));
@@ -413,7 +412,7 @@ Status LlamaModel::allocate_buffers() {
     KUIPER_ASSIGN_OR_RETURN(logits_, plan_.collective_tensor({config_.vocab_size}, alloc));
     KUIPER_ASSIGN_OR_RETURN(rank_logits_, plan_.collective_tensor({sequences, mine}, alloc));
     if (sequences > 1) {
-      KUIPER_ASSIGN_OR_RETURN(gathered_logits_, f32({plan_.ranks * sequences * mine}));
+      KUIPER_ASSIGN_OR_RETURN(gathered_logits_, plan_.collective_tensor({plan_.ranks * sequences * mine}, alloc));
     }
   } else {
     KUIPER_ASSIGN_OR_RETURN(logits_, f32({config_.vocab_size}));
