@@ -672,6 +672,40 @@ TEST_F(CudaKernels, SwigluAndAddMatchCpuAlsoInPlace) {
   }
 }
 
+// The batched steps' swiglu over the stacked gate|up GEMM's rows: the unstacked swiglu of the
+// CPU on each row's halves. n = 43 and the unaligned view take the 1-wide loop, 4096 the 4-wide
+// one; a 16-bit output is the fp32 one rounded.
+TEST_F(CudaKernels, SwigluStackedIsSwigluOfEachRowsHalves) {
+  for (const int64_t n : {int64_t{43}, int64_t{4096}}) {
+    for (const int64_t rows : {1, 5}) {
+      for (const int64_t offset : {0, 1}) {
+        SCOPED_TRACE("n " + std::to_string(n) + ", rows " + std::to_string(rows) + ", offset " + std::to_string(offset));
+        const Tensor gate_up = test::random_tensor({rows, 2 * n}, rng_, -6.f, 6.f);
+        Tensor gate = Tensor::zeros_cpu(DataType::kFP32, {rows, n}).value();
+        Tensor up = Tensor::zeros_cpu(DataType::kFP32, {rows, n}).value();
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(gate.data<float>() + r * n, gate_up.data<float>() + r * 2 * n, n * sizeof(float));
+          std::memcpy(up.data<float>() + r * n, gate_up.data<float>() + r * 2 * n + n, n * sizeof(float));
+        }
+        Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {rows, n}).value();
+        KUIPER_ASSERT_OK(cpu_.swiglu(gate, up, expected, ctx()));
+        Tensor padded = Tensor::zeros_cpu(DataType::kFP32, {rows * 2 * n + offset}).value();
+        std::memcpy(padded.data<float>() + offset, gate_up.data<float>(), rows * 2 * n * sizeof(float));
+        const Tensor gpu_in =
+            upload(padded).slice(offset, offset + rows * 2 * n).value().reshape({rows, 2 * n}).value();
+        Tensor out = poisoned_gpu({rows, n});
+        KUIPER_ASSERT_OK(gpu_.swiglu_stacked(gpu_in, out, ctx()));
+        EXPECT_LT(error_vs(download(out), expected), 1e-6);
+        Tensor half_out = upload(round_to(Tensor::zeros_cpu(DataType::kFP32, {rows, n}).value(), DataType::kBF16));
+        KUIPER_ASSERT_OK(gpu_.swiglu_stacked(gpu_in, half_out, ctx()));
+        EXPECT_EQ(error_vs(widen(download(half_out)), widen(round_to(download(out), DataType::kBF16))), 0.0);
+      }
+    }
+  }
+  Tensor narrow = poisoned_gpu({5, 42});
+  EXPECT_FALSE(gpu_.swiglu_stacked(upload(test::random_tensor({5, 86}, rng_)), narrow, ctx()).ok());
+}
+
 TEST_F(CudaKernels, ArgmaxFindsTheFirstLargest) {
   for (int64_t n : {1, 1000, 32001, 128256}) {
     Tensor logits = test::random_tensor({n}, rng_, -10.f, 10.f);

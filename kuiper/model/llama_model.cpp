@@ -394,11 +394,10 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(full_.q, f32({rows, q_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.attention, matmul_input({rows, q_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.delta, plan_.collective_tensor({rows, dim}, alloc));
-  KUIPER_ASSIGN_OR_RETURN(full_.gate, f32({rows, hidden}));
-  KUIPER_ASSIGN_OR_RETURN(full_.up, f32({rows, hidden}));
   KUIPER_ASSIGN_OR_RETURN(full_.hidden, matmul_input({rows, hidden}));
   if (fused_) {
     KUIPER_ASSIGN_OR_RETURN(full_.qkv, f32({rows, q_dim + 2 * kv}));
+    KUIPER_ASSIGN_OR_RETURN(full_.gate_up, f32({rows, 2 * hidden}));
     KUIPER_ASSIGN_OR_RETURN(full_.swiglu, f32({1, hidden}));
     KUIPER_ASSIGN_OR_RETURN(full_.attention_fp32, f32({1, q_dim}));
     KUIPER_ASSIGN_OR_RETURN(handoff_.values, f32({dim}));
@@ -406,6 +405,8 @@ Status LlamaModel::allocate_buffers() {
   } else {
     KUIPER_ASSIGN_OR_RETURN(full_.k, f32({rows, kv}));
     KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
+    KUIPER_ASSIGN_OR_RETURN(full_.gate, f32({rows, hidden}));
+    KUIPER_ASSIGN_OR_RETURN(full_.up, f32({rows, hidden}));
   }
   if (plan_.split_vocab) {
     const int64_t mine = classifier_.weight().rows(), sequences = max_sequences_;
@@ -433,7 +434,8 @@ StatusOr<LlamaModel::Activations> LlamaModel::activation_rows(int rows) const {
                       &Activations::row_sequence, &Activations::x, &Activations::normed,
                       &Activations::qkv, &Activations::q, &Activations::k, &Activations::v,
                       &Activations::attention, &Activations::attention_fp32, &Activations::delta,
-                      &Activations::gate, &Activations::up, &Activations::hidden, &Activations::swiglu}) {
+                      &Activations::gate_up, &Activations::gate, &Activations::up, &Activations::hidden,
+                      &Activations::swiglu}) {
     KUIPER_ASSIGN_OR_RETURN(a.*member, first(full_.*member));
   }
   return a;
@@ -599,6 +601,10 @@ Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused) {
     return layer.w13.forward_decode(normed_gemv(a.x, layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu), ctx);
+  }
+  if (!a.gate_up.is_empty()) {  // stacked: one GEMM, then swiglu over the halves of its rows
+    KUIPER_RETURN_IF_ERROR(layer.w13.forward(a.normed, a.gate_up, ctx));
+    return op::swiglu_stacked(a.gate_up, a.hidden, ctx);
   }
   KUIPER_RETURN_IF_ERROR(layer.w1.forward(a.normed, a.gate, ctx));
   KUIPER_RETURN_IF_ERROR(layer.w3.forward(a.normed, a.up, ctx));

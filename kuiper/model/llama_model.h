@@ -149,7 +149,8 @@ class LlamaModel {
     Tensor attention;          // [rows, q_dim] attention output, in the matmul input dtype
     Tensor attention_fp32;     // [1, q_dim] attention output in fp32, as a fused GEMV reads it
     Tensor delta;              // [rows, dim] a sublayer's output before it joins the residual
-    Tensor gate, up;           // [rows, hidden_dim] the feed-forward projections
+    Tensor gate_up;            // [rows, 2 hidden_dim] stacked gate|up projections (stacked only)
+    Tensor gate, up;           // [rows, hidden_dim] the feed-forward projections (unstacked only)
     Tensor hidden;             // [rows, hidden_dim] silu(gate) * up, in the matmul input dtype
     Tensor swiglu;             // [rows, hidden_dim] silu(gate) * up in fp32, as a fused GEMV writes it
   };

@@ -165,6 +165,10 @@ using DecodeGemvKernel = Status (*)(const DecodeGemv& gemv, const ExecutionConte
 using RopeKvStoreKernel = Status (*)(const Tensor& qkv, const RopeKvTarget& target, Tensor& q,
                                      const ExecutionContext& ctx);
 
+// The batched form of kSwiglu: gate_up [T, 2n] is the stacked gate|up GEMM's output (each row n
+// gate values, then n up values); out [T, n] = silu(gate) * up, its dtype as for RmsNorm.
+using SwigluStackedKernel = Status (*)(const Tensor& gate_up, Tensor& out, const ExecutionContext& ctx);
+
 struct KernelTable {
   EmbeddingKernel embedding[kNumDataTypes] = {};  // by table dtype
   MatmulKernel matmul[kNumDataTypes] = {};        // by weight dtype
@@ -186,6 +190,7 @@ struct KernelTable {
   // dtype the model runs the unfused kernels above.
   DecodeGemvKernel decode_gemv[kNumDataTypes] = {};
   RopeKvStoreKernel rope_kv_store = nullptr;
+  SwigluStackedKernel swiglu_stacked = nullptr;
 };
 
 // The table of `device`. For a device this build lacks, every entry is null.

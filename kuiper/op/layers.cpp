@@ -88,6 +88,12 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const Execution
   return kernel(gate, up, out, ctx);
 }
 
+Status swiglu_stacked(const Tensor& gate_up, Tensor& out, const ExecutionContext& ctx) {
+  KUIPER_ASSIGN_OR_RETURN(auto kernel,
+                          pick_kernel(kernel_table(out.device()).swiglu_stacked, "swiglu_stacked", out.device()));
+  return kernel(gate_up, out, ctx);
+}
+
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(out.device()).add, "add", out.device()));
   return kernel(a, b, out, ctx);

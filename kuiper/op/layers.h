@@ -95,6 +95,9 @@ class Attention {
 
 // out = silu(gate) * up.
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
+// out = silu(gate) * up, gate and up the halves of each row of gate_up (the stacked weight's
+// product).
+Status swiglu_stacked(const Tensor& gate_up, Tensor& out, const ExecutionContext& ctx);
 // x[t, :] += bias.
 Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);
 // out = a + b.

@@ -31,6 +31,7 @@ KernelTable make_cuda_table() {
   t.rope = cuda::rope;
   t.rope_kv_store = cuda::rope_kv_store;
   t.swiglu = cuda::swiglu;
+  t.swiglu_stacked = cuda::swiglu_stacked;
   t.add = cuda::add;
   t.add_bias = cuda::add_bias;
   t.argmax = cuda::argmax;

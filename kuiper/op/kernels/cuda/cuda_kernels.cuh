@@ -24,6 +24,7 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
 Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
                        const PagedKv& paged, const AttentionShape& shape, Tensor& out, const ExecutionContext& ctx);
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);
+Status swiglu_stacked(const Tensor& gate_up, Tensor& out, const ExecutionContext& ctx);
 Status add(const Tensor& a, const Tensor& b, Tensor& out, const ExecutionContext& ctx);
 Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);

@@ -10,14 +10,30 @@ namespace {
 
 constexpr int kArgmaxThreads = 1024;
 
+template <int W>
+__device__ __forceinline__ Floats<W> silu_times(const Floats<W>& g, const Floats<W>& u) {
+  Floats<W> y;
+#pragma unroll
+  for (int k = 0; k < W; ++k) y.v[k] = g.v[k] / (1.f + expf(-g.v[k])) * u.v[k];
+  return y;
+}
+
 template <int kWidth, typename Out>
 __global__ void swiglu_kernel(const float* gate, const float* up, Out* out, int64_t n) {
   for_each_group<kWidth>(n, [&]<int W>(int64_t i) {
-    const Floats<W> g = Floats<W>::load(gate + i), u = Floats<W>::load(up + i);
-    Floats<W> y;
-#pragma unroll
-    for (int k = 0; k < W; ++k) y.v[k] = g.v[k] / (1.f + expf(-g.v[k])) * u.v[k];
-    y.store_as(out + i);
+    silu_times(Floats<W>::load(gate + i), Floats<W>::load(up + i)).store_as(out + i);
+  });
+}
+
+// Element i of out [rows, n] reads row i / n of gate_up [rows, 2n]: its gate at column i % n,
+// its up n further. A group of kWidth never straddles rows (the launch takes width 4 only where
+// n is a multiple of 4).
+template <int kWidth, typename Out>
+__global__ void swiglu_stacked_kernel(const float* gate_up, Out* out, int64_t n, int64_t total) {
+  for_each_group<kWidth>(total, [&]<int W>(int64_t i) {
+    const int64_t row = i / n;
+    const float* gate = gate_up + i + row * n;
+    silu_times(Floats<W>::load(gate), Floats<W>::load(gate + n)).store_as(out + i);
   });
 }
 
@@ -96,6 +112,27 @@ Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const Execution
     return ok_status();
   }));
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu");
+  return ok_status();
+}
+
+Status swiglu_stacked(const Tensor& gate_up, Tensor& out, const ExecutionContext& ctx) {
+  KUIPER_RETURN_IF_ERROR(expect_cuda(gate_up, DataType::kFP32, "swiglu_stacked input"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "swiglu_stacked output"));
+  if (gate_up.ndim() != 2 || out.ndim() != 2 || gate_up.dim(0) != out.dim(0) || gate_up.dim(1) != 2 * out.dim(1)) {
+    return invalid_argument("swiglu_stacked needs gate|up rows twice as wide as the output's, got " +
+                            gate_up.describe() + " -> " + out.describe());
+  }
+  const int64_t n = out.dim(1), total = out.numel();
+  KUIPER_RETURN_IF_ERROR(dispatch_float_type(out.dtype(), [&](auto zero) {
+    using Out = decltype(zero);
+    with_width<4>(n % 4 == 0 && quads_aligned({gate_up.raw_data(), out.raw_data()}), [&](auto width) {
+      swiglu_stacked_kernel<width()><<<elementwise_blocks((total + width() - 1) / width()), kElementwiseThreads, 0,
+                                       as_cuda_stream(ctx.stream())>>>(gate_up.data<float>(),
+                                                                       static_cast<Out*>(out.raw_data()), n, total);
+    });
+    return ok_status();
+  }));
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu_stacked");
   return ok_status();
 }
 
