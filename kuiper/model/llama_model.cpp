@@ -178,7 +178,7 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   // The fused kernels have no place for biases or per-head norms: such models run the kernels
   // one by one.
   fused_ = table.decode_gemv[static_cast<int>(weight_dtype_)] != nullptr && table.rope_kv_store != nullptr &&
-           !config_.has_biases_or_head_norms();
+           table.swiglu_stacked != nullptr && !config_.has_biases_or_head_norms();
   matmul_input_dtype_ = table.matmul_input[static_cast<int>(weight_dtype_)];
 
   if (device_ == DeviceType::kCUDA) {

@@ -187,7 +187,7 @@ struct KernelTable {
   AddBiasKernel add_bias = nullptr;
   ArgmaxKernel argmax = nullptr;
   // Optional, for stacked q/k/v and gate/up weights: where decode_gemv is null for the weight
-  // dtype the model runs the unfused kernels above.
+  // dtype, or either of the other two is, the model runs the unfused kernels above.
   DecodeGemvKernel decode_gemv[kNumDataTypes] = {};
   RopeKvStoreKernel rope_kv_store = nullptr;
   SwigluStackedKernel swiglu_stacked = nullptr;
