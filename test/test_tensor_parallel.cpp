@@ -12,6 +12,7 @@
 #include "kuiper/checkpoint/load_checkpoint.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
 #include "kuiper/model/llama_model.h"
+#include "kuiper/parallel/communicator.h"
 #include "test/test_util.h"
 
 namespace kuiper {
@@ -170,6 +171,16 @@ TEST(TensorParallel, Int8WeightsSplitOnGroupBoundaries) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint fp32, make_random_checkpoint(config, 3));
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint int8, convert_checkpoint(fp32, {DataType::kINT8, 32}));
   expect_same_generation(int8, 2);
+}
+
+// The NCCL versions whose symmetric kernels wait for their inputs, as NCCL's source has them:
+// cudaGridDependencySynchronize in 2.27's symmetric primitives, in no symmetric kernel of 2.28.3,
+// 2.28.9, 2.29.7 or 2.30.4, and at the top of every one from 2.30.7.
+TEST(TensorParallel, SymmetricWindowsOnlyWhereNcclWaitsForInputs) {
+  for (int version : {22703, 22707, 23007, 23203}) EXPECT_TRUE(parallel::nccl_symmetric_kernels_wait(version)) << version;
+  for (int version : {22600, 22800, 22803, 22809, 22907, 23004, 23006}) {
+    EXPECT_FALSE(parallel::nccl_symmetric_kernels_wait(version)) << version;
+  }
 }
 
 TEST(TensorParallel, RefusesSplitsThatDoNotDivide) {

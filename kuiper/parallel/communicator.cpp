@@ -15,4 +15,8 @@ StatusOr<std::vector<std::unique_ptr<Communicator>>> make_communicators(DeviceTy
   return make_nccl_communicators(ranks);
 }
 
+bool nccl_symmetric_kernels_wait(int version) {
+  return (version >= 22700 && version < 22800) || version >= 23007;
+}
+
 }  // namespace kuiper::parallel

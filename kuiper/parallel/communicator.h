@@ -38,6 +38,14 @@ class Communicator {
 // or the machine has fewer GPUs.
 StatusOr<std::vector<std::unique_ptr<Communicator>>> make_communicators(DeviceType device, int ranks);
 
+// Whether NCCL `version` (as ncclGetVersion gives it, e.g. 23007 for 2.30.7) has symmetric
+// kernels that wait for the kernel before them. NCCL launches them to overlap that kernel
+// (programmatic dependent launch); from 2.28.0 until 2.30.7 they started without
+// cudaGridDependencySynchronize, so a symmetric collective could read its input before the
+// kernel writing it had finished (what that did here: docs/tensor_parallel.md). The NCCL
+// communicator registers symmetric windows only where this holds.
+bool nccl_symmetric_kernels_wait(int version);
+
 // The CPU group (in_process_communicator.cpp) and the NCCL one (nccl_communicator.cpp).
 std::vector<std::unique_ptr<Communicator>> make_in_process_communicators(int ranks);
 StatusOr<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(int ranks);

@@ -17,13 +17,6 @@ Status nccl_status(ncclResult_t result, const std::string& what) {
   return internal_error(what + ": " + ncclGetErrorString(result));
 }
 
-// Whether this NCCL's symmetric kernels wait for the kernel before them. NCCL launches them to
-// overlap that kernel (programmatic dependent launch); from 2.28.0 until 2.30.7 they started
-// without cudaGridDependencySynchronize, so a symmetric collective could read its input before
-// the kernel writing it had finished (what that did here: docs/tensor_parallel.md). 2.27 and
-// 2.30.7 on wait.
-bool symmetric_kernels_wait(int version) { return (version >= 22700 && version < 22800) || version >= 23007; }
-
 std::string version_name(int version) {
   return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
          std::to_string(version % 100);
@@ -45,7 +38,7 @@ struct Window {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int ranks, int version)
-      : comm_(comm), rank_(rank), ranks_(ranks), version_(version), windows_(symmetric_kernels_wait(version)) {}
+      : comm_(comm), rank_(rank), ranks_(ranks), version_(version), windows_(nccl_symmetric_kernels_wait(version)) {}
   ~NcclCommunicator() override { ncclCommDestroy(comm_); }
   int rank() const override { return rank_; }
   int ranks() const override { return ranks_; }
