@@ -99,19 +99,10 @@ TEST_F(CudaTensorParallel, StoriesFp32GreedyIdentical) {
   for (int ranks : {2, 4}) expect_split_matches(c, DataType::kFP32, ranks, 64, 1e-5, true);
 }
 
-// The worst relative logit error at each step over the sequences: where a difference starts
-// and whether it grows, for a failing engine case.
+// Where a difference starts and whether it grows, for a failing engine case.
 void print_engine_errors_by_step(const test::EngineGreedyRun& split, const test::EngineGreedyRun& whole) {
   std::printf("  worst relative logit error at each step:");
-  for (size_t t = 0; t < whole.logits[0].size(); ++t) {
-    double worst = 0;
-    for (size_t i = 0; i < whole.logits.size(); ++i) {
-      if (t >= split.logits[i].size() || t >= whole.logits[i].size()) continue;
-      const std::vector<float>& w = whole.logits[i][t];
-      worst = std::max(worst, test::relative_error(split.logits[i][t].data(), w.data(), w.size()));
-    }
-    std::printf(" %.2g", worst);
-  }
+  for (double e : test::engine_logit_errors_by_step(split, whole)) std::printf(" %.2g", e);
   std::printf("\n");
 }
 

@@ -321,16 +321,22 @@ EngineGreedyRun engine_greedy_run(const Checkpoint& c, const ModelOptions& model
   return run;
 }
 
-double worst_engine_logit_error(const EngineGreedyRun& split, const EngineGreedyRun& whole) {
-  double worst = 0;
+std::vector<double> engine_logit_errors_by_step(const EngineGreedyRun& split, const EngineGreedyRun& whole) {
+  std::vector<double> errors;
   for (size_t i = 0; i < whole.logits.size(); ++i) {
     for (size_t t = 0; t < whole.logits[i].size() && t < split.logits[i].size(); ++t) {
       const std::vector<float>& w = whole.logits[i][t];
-      worst = std::max(worst, relative_error(split.logits[i][t].data(), w.data(), w.size()));
+      if (errors.size() <= t) errors.resize(t + 1, 0.0);
+      errors[t] = std::max(errors[t], relative_error(split.logits[i][t].data(), w.data(), w.size()));
       if (split.tokens[i][t] != whole.tokens[i][t]) break;
     }
   }
-  return worst;
+  return errors;
+}
+
+double worst_engine_logit_error(const EngineGreedyRun& split, const EngineGreedyRun& whole) {
+  const std::vector<double> errors = engine_logit_errors_by_step(split, whole);
+  return errors.empty() ? 0.0 : *std::max_element(errors.begin(), errors.end());
 }
 
 }  // namespace kuiper::test

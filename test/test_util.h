@@ -122,8 +122,10 @@ struct EngineGreedyRun {
 EngineGreedyRun engine_greedy_run(const Checkpoint& c, const ModelOptions& model, const Tokenizer& tokenizer,
                                   bool logits = false);
 
-// The worst relative L2 error of `split`'s logits against `whole`'s over each sequence's steps,
-// up to and including the first step where their tokens differ.
+// At each step, the worst relative L2 error of `split`'s logits against `whole`'s over the
+// sequences, each counted up to and including the first step where their tokens differ.
+std::vector<double> engine_logit_errors_by_step(const EngineGreedyRun& split, const EngineGreedyRun& whole);
+// The worst of them.
 double worst_engine_logit_error(const EngineGreedyRun& split, const EngineGreedyRun& whole);
 
 // ‖a − b‖₂ / ‖b‖₂ over n elements (b is the reference).

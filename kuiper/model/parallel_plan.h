@@ -48,8 +48,8 @@ struct ParallelPlan {
   // so that the ranks' sum is the residual's next value (rank 0; the others give their products
   // alone). The fused decode step sums x so, with no residual add of its own after the sum.
   bool carries_residual() const { return rank == 0; }
-  // An fp32 tensor for the fused decode step's sum and logits' gather to work in: on several
-  // ranks the communicator's shared memory (Communicator::shared_tensor), on one `alloc`'s.
+  // An fp32 tensor for the ranks' sums and the logits' gathers to work in: on several ranks
+  // the communicator's shared memory (Communicator::shared_tensor), on one `alloc`'s.
   StatusOr<Tensor> collective_tensor(Shape shape, Allocator& alloc) const;
 };
 

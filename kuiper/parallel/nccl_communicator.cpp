@@ -38,7 +38,7 @@ struct Window {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int ranks, int version)
-      : comm_(comm), rank_(rank), ranks_(ranks), version_(version), windows_(nccl_symmetric_kernels_wait(version)) {}
+      : comm_(comm), rank_(rank), ranks_(ranks), version_(version) {}
   ~NcclCommunicator() override { ncclCommDestroy(comm_); }
   int rank() const override { return rank_; }
   int ranks() const override { return ranks_; }
@@ -72,7 +72,7 @@ class NcclCommunicator final : public Communicator {
     const std::string what = std::to_string(bytes) + " bytes for collectives";
     auto window = std::make_shared<Window>(comm_);
     KUIPER_RETURN_IF_ERROR(nccl_status(ncclMemAlloc(&window->data, bytes), "ncclMemAlloc of " + what));
-    if (windows_) {
+    if (windows()) {
       KUIPER_RETURN_IF_ERROR(nccl_status(
           ncclCommWindowRegister(comm_, window->data, bytes, &window->window, NCCL_WIN_COLL_SYMMETRIC),
           "ncclCommWindowRegister of " + what));
@@ -84,7 +84,7 @@ class NcclCommunicator final : public Communicator {
 
   std::string description() const override {
     return "NCCL " + version_name(version_) +
-           (windows_ ? ", shared tensors in symmetric windows"
+           (windows() ? ", shared tensors in symmetric windows"
                      : ", shared tensors unregistered (this NCCL's symmetric kernels may read a collective's input "
                        "before it is written; 2.27, or 2.30.7 and later, use them)");
   }
@@ -97,9 +97,10 @@ class NcclCommunicator final : public Communicator {
     return ok_status();
   }
 
+  bool windows() const { return nccl_symmetric_kernels_wait(version_); }
+
   ncclComm_t comm_;
   int rank_, ranks_, version_;
-  bool windows_;
 };
 
 }  // namespace

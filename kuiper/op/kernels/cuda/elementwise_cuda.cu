@@ -125,10 +125,12 @@ Status swiglu_stacked(const Tensor& gate_up, Tensor& out, const ExecutionContext
   const int64_t n = out.dim(1), total = out.numel();
   KUIPER_RETURN_IF_ERROR(dispatch_float_type(out.dtype(), [&](auto zero) {
     using Out = decltype(zero);
-    with_width<4>(n % 4 == 0 && quads_aligned({gate_up.raw_data(), out.raw_data()}), [&](auto width) {
-      swiglu_stacked_kernel<width()><<<elementwise_blocks((total + width() - 1) / width()), kElementwiseThreads, 0,
-                                       as_cuda_stream(ctx.stream())>>>(gate_up.data<float>(),
-                                                                       static_cast<Out*>(out.raw_data()), n, total);
+    // Every row's halves start 16-byte aligned exactly when the first up half does (n a
+    // multiple of 4).
+    const float* in = gate_up.data<float>();
+    launch_by_width(total, {in, in + n, out.raw_data()}, [&](auto width, unsigned blocks) {
+      swiglu_stacked_kernel<width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
+          in, static_cast<Out*>(out.raw_data()), n, total);
     });
     return ok_status();
   }));
