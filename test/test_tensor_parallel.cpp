@@ -176,7 +176,7 @@ TEST(TensorParallel, Int8WeightsSplitOnGroupBoundaries) {
 // The NCCL versions whose symmetric kernels wait for their inputs, as NCCL's source has them:
 // cudaGridDependencySynchronize in 2.27's symmetric primitives, in no symmetric kernel of 2.28.3,
 // 2.28.9, 2.29.7 or 2.30.4, and at the top of every one from 2.30.7.
-TEST(TensorParallel, SymmetricWindowsOnlyWhereNcclWaitsForInputs) {
+TEST(TensorParallel, NcclSymmetricKernelsWaitIn2_27AndFrom2_30_7) {
   for (int version : {22703, 22707, 23007, 23203}) EXPECT_TRUE(parallel::nccl_symmetric_kernels_wait(version)) << version;
   for (int version : {22600, 22800, 22803, 22809, 22907, 23004, 23006}) {
     EXPECT_FALSE(parallel::nccl_symmetric_kernels_wait(version)) << version;

@@ -23,10 +23,9 @@ class Communicator {
   virtual Status all_reduce_sum(Tensor& values, Stream stream) = 0;
   // `whole` (fp32, ranks × part's elements) receives every rank's `part`, in rank order.
   virtual Status all_gather(const Tensor& part, Tensor& whole, Stream stream) = 0;
-  // An fp32 tensor on this rank's device for the collectives above to work in. Where the NCCL
-  // library's symmetric kernels are safe to use (nccl_communicator.cpp), NCCL registers it,
-  // with the same tensor of every other rank, as one symmetric window, where those kernels
-  // run, of lower latency for the few kilobytes of a decode step's sums
+  // An fp32 tensor on this rank's device for the collectives above to work in. On CUDA, NCCL
+  // registers it, with the same tensor of every other rank, as one symmetric window, where its
+  // symmetric kernels run, of lower latency for the few kilobytes of a decode step's sums
   // (docs/tensor_parallel.md). Every rank makes the same tensors in the same order.
   virtual StatusOr<Tensor> shared_tensor(Shape shape) = 0;
   // What runs the collectives and where shared_tensor's tensors live, for reports.
@@ -42,8 +41,9 @@ StatusOr<std::vector<std::unique_ptr<Communicator>>> make_communicators(DeviceTy
 // kernels that wait for the kernel before them. NCCL launches them to overlap that kernel
 // (programmatic dependent launch); from 2.28.0 until 2.30.7 they started without
 // cudaGridDependencySynchronize, so a symmetric collective could read its input before the
-// kernel writing it had finished (what that did here: docs/tensor_parallel.md). The NCCL
-// communicator registers symmetric windows only where this holds.
+// kernel writing it had finished (what that did here: docs/tensor_parallel.md). Where this does
+// not hold, the NCCL communicator queues each collective with a full dependency on the work
+// before it (base/full_dependency.h).
 bool nccl_symmetric_kernels_wait(int version);
 
 // The CPU group (in_process_communicator.cpp) and the NCCL one (nccl_communicator.cpp).

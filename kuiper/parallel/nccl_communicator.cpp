@@ -4,9 +4,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <functional>
 #include <numeric>
 #include <string>
 
+#include "kuiper/base/full_dependency.h"
 #include "kuiper/parallel/communicator.h"
 
 namespace kuiper::parallel {
@@ -45,9 +47,12 @@ class NcclCommunicator final : public Communicator {
 
   Status all_reduce_sum(Tensor& values, Stream stream) override {
     KUIPER_RETURN_IF_ERROR(check_fp32(values));
-    return nccl_status(ncclAllReduce(values.raw_data(), values.raw_data(), values.numel(), ncclFloat, ncclSum,
-                                     comm_, static_cast<cudaStream_t>(stream)),
-                       "ncclAllReduce of " + std::to_string(values.numel()) + " floats");
+    const auto s = static_cast<cudaStream_t>(stream);
+    return queue_collective(s, [&] {
+      return nccl_status(ncclAllReduce(values.raw_data(), values.raw_data(), values.numel(), ncclFloat, ncclSum,
+                                       comm_, s),
+                         "ncclAllReduce of " + std::to_string(values.numel()) + " floats");
+    });
   }
 
   Status all_gather(const Tensor& part, Tensor& whole, Stream stream) override {
@@ -57,36 +62,36 @@ class NcclCommunicator final : public Communicator {
       return invalid_argument("all_gather of " + std::to_string(part.numel()) + " elements from " +
                               std::to_string(ranks_) + " ranks into " + std::to_string(whole.numel()));
     }
-    return nccl_status(ncclAllGather(part.raw_data(), whole.raw_data(), part.numel(), ncclFloat, comm_,
-                                     static_cast<cudaStream_t>(stream)),
-                       "ncclAllGather of " + std::to_string(part.numel()) + " floats");
+    const auto s = static_cast<cudaStream_t>(stream);
+    return queue_collective(s, [&] {
+      return nccl_status(ncclAllGather(part.raw_data(), whole.raw_data(), part.numel(), ncclFloat, comm_, s),
+                         "ncclAllGather of " + std::to_string(part.numel()) + " floats");
+    });
   }
 
   // NCCL's own allocation (CUDA virtual memory, which its windows need), registered as a
-  // symmetric window where this NCCL's symmetric kernels are safe: a collective whose every
-  // buffer lies in one then runs them, and they read and write the peers' windows directly over
-  // NVLink. Where NCCL finds the GPUs cannot (no direct peer access), the registration is a
-  // no-op and the collectives run as they do in any memory.
+  // symmetric window: a collective whose every buffer lies in one runs NCCL's symmetric kernels,
+  // which read and write the peers' windows directly over NVLink. Where NCCL finds the GPUs
+  // cannot (no direct peer access), the registration is a no-op and the collectives run as they
+  // do in any memory.
   StatusOr<Tensor> shared_tensor(Shape shape) override {
     const size_t bytes = static_cast<size_t>(shape_numel(shape)) * sizeof(float);
     const std::string what = std::to_string(bytes) + " bytes for collectives";
     auto window = std::make_shared<Window>(comm_);
     KUIPER_RETURN_IF_ERROR(nccl_status(ncclMemAlloc(&window->data, bytes), "ncclMemAlloc of " + what));
-    if (windows()) {
-      KUIPER_RETURN_IF_ERROR(nccl_status(
-          ncclCommWindowRegister(comm_, window->data, bytes, &window->window, NCCL_WIN_COLL_SYMMETRIC),
-          "ncclCommWindowRegister of " + what));
-    }
+    KUIPER_RETURN_IF_ERROR(
+        nccl_status(ncclCommWindowRegister(comm_, window->data, bytes, &window->window, NCCL_WIN_COLL_SYMMETRIC),
+                    "ncclCommWindowRegister of " + what));
     void* data = window->data;
     return Tensor::view(Buffer::borrow(data, bytes, DeviceType::kCUDA, std::move(window)), 0, DataType::kFP32,
                         std::move(shape));
   }
 
   std::string description() const override {
-    return "NCCL " + version_name(version_) +
-           (windows() ? ", shared tensors in symmetric windows"
-                     : ", shared tensors unregistered (this NCCL's symmetric kernels may read a collective's input "
-                       "before it is written; 2.27, or 2.30.7 and later, use them)");
+    return "NCCL " + version_name(version_) + ", shared tensors in symmetric windows" +
+           (kernels_wait() ? ""
+                           : " (this NCCL's symmetric kernels do not wait for their input: each collective waits "
+                             "for the kernel before it to finish)");
   }
 
  private:
@@ -97,7 +102,13 @@ class NcclCommunicator final : public Communicator {
     return ok_status();
   }
 
-  bool windows() const { return nccl_symmetric_kernels_wait(version_); }
+  bool kernels_wait() const { return nccl_symmetric_kernels_wait(version_); }
+
+  // A symmetric kernel of this NCCL that does not wait would otherwise start as soon as the
+  // kernel writing its input lets its dependents go, which kuiper's GEMVs do first thing.
+  Status queue_collective(cudaStream_t stream, const std::function<Status()>& collective) const {
+    return kernels_wait() ? collective() : queue_with_full_dependency(stream, collective);
+  }
 
   ncclComm_t comm_;
   int rank_, ranks_, version_;
