@@ -899,6 +899,47 @@ TEST_F(CudaDecodeGemv, NormSwiglu) {
   }
 }
 
+// The readers that quantize x to int8 in every block (int4 weights, int8 ones over 4096 rows)
+// take an x that came with its norm's weight by quantizing x · g and dividing the scales by
+// rms. That gives the int8 values that x normalized on the host gives, so the two GEMVs agree
+// to fp32 rounding, but for an input whose rounding lands on the other side of a half step
+// (each such input moves the outputs by ~4e-4 of their norm): bound 1e-3, where forgetting or
+// doubling the division is off by O(1). Shapes: int4 short (split columns; swiglu's paired rows)
+// and tall, int8 tall; int4 with and without minimums.
+TEST_F(CudaDecodeGemv, StagedReadersNormalizeXAsTheyQuantizeIt) {
+  struct Matrix {
+    DataType dtype;
+    int64_t rows, cols;
+    bool with_min;
+  };
+  const Matrix matrices[] = {{DataType::kINT4, 4096, 4096, true}, {DataType::kINT4, 4096, 11008, false},
+                             {DataType::kINT4, 6144, 4096, true}, {DataType::kINT4, 22016, 4096, false},
+                             {DataType::kINT8, 6144, 4096, false}, {DataType::kINT8, 28672, 4096, false}};
+  for (const Matrix& m : matrices) {
+    SCOPED_TRACE(std::string(dtype_name(m.dtype)) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols));
+    const op::Weight w = m.dtype == DataType::kINT4 ? test::random_int4_weight(m.rows, m.cols, 32, m.with_min, rng_)
+                                                    : test::random_int8_weight(m.rows, m.cols, 64, rng_);
+    const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
+    const Tensor x = test::random_tensor({1, m.cols}, rng_);
+    const Tensor g = test::random_tensor({m.cols}, rng_, 0.5f, 1.5f);
+    Tensor normed = Tensor::zeros_cpu(DataType::kFP32, {1, m.cols}).value();
+    KUIPER_ASSERT_OK(cpu_.rmsnorm(x, g, 1e-5f, normed, ctx()));
+    const Tensor gpu_x = upload(x), gpu_g = upload(g), gpu_normed = upload(normed);
+    for (const op::GemvEpilogue epilogue : {op::GemvEpilogue::kStore, op::GemvEpilogue::kSwiglu}) {
+      const int64_t outputs = epilogue == op::GemvEpilogue::kSwiglu ? m.rows / 2 : m.rows;
+      Tensor want = poisoned_gpu({outputs}), got = poisoned_gpu({outputs});
+      const op::DecodeGemv host_normed{.in = &gpu_normed, .weight = &gpu_w, .epilogue = epilogue, .out = &want,
+                                       .rope_kv = {}};
+      const op::DecodeGemv with_g{.in = &gpu_x, .weight = &gpu_w, .in_norm_weight = &gpu_g, .norm_eps = 1e-5f,
+                                  .epilogue = epilogue, .out = &got, .rope_kv = {}};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(m.dtype)](host_normed, ctx()));
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(m.dtype)](with_g, ctx()));
+      EXPECT_LT(error_vs(download(got), download(want)), 1e-3)
+          << (epilogue == op::GemvEpilogue::kSwiglu ? "swiglu" : "store");
+    }
+  }
+}
+
 TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithEveryNorm) {
   const int head_dim = 16, q_heads = 6, kv_heads = 2;  // GQA 3:1
   const int64_t q_rows = q_heads * head_dim, kv = kv_heads * head_dim, context = 50;

@@ -158,6 +158,20 @@ TEST_F(CudaTensorParallel, RandomBf16WithinItsBound) {
   for (int ranks : {2, 4}) expect_split_matches(c, DataType::kBF16, ranks, 32, 2e-2, false);
 }
 
+// int8 and int4 weights (quantized at load, the same on every rank): their decode GEMVs round x
+// to int8 in blocks of 32 (int4's all, int8's over 4096 rows), the split model from x normalized
+// as it is rounded (after the ranks' sum), one GPU from x · g handed on by the GEMV before, so
+// the two differ by that rounding; the bf16 bound is asserted. The feed-forward is 1536 wide, so
+// that w2's columns split on whole groups of 32 and 64.
+TEST_F(CudaTensorParallel, RandomInt8AndInt4WithinTheBf16Bound) {
+  LlamaConfig config = test::model_shape(512, 1536, 4, 8, 4, 4000, 256);
+  config.shared_classifier = false;
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint c, make_random_checkpoint(config, 6, DataType::kBF16));
+  for (DataType dtype : {DataType::kINT8, DataType::kINT4}) {
+    for (int ranks : {2, 4}) expect_split_matches(c, dtype, ranks, 32, 2e-2, false);
+  }
+}
+
 TEST_F(CudaTensorParallel, Llama3_8bShapeFp32GreedyIdentical) {
   if (std::getenv("KUIPER_LARGE_TESTS") == nullptr) GTEST_SKIP() << "set KUIPER_LARGE_TESTS to run";
   LlamaConfig config = test::model_shape(4096, 14336, 32, 32, 8, 128256, 256);

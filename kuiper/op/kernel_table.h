@@ -141,8 +141,9 @@ struct DecodeGemv {
   //  - in_sumsq: `in` holds x · g and in_sumsq the sums of squares of x over runs (fp32
   //    [decode_sumsq_runs(cols)]), as a kAccumulate GEMV hands them on.
   //  - in_norm_weight: `in` holds x itself and in_norm_weight g (fp32 [cols]), for an x that no
-  //    GEMV wrote last (the embedding; tensor parallelism's sums). Where one block reads all of
-  //    x the GEMV sums the squares as it reads; elsewhere it normalizes x into scratch first
+  //    GEMV wrote last (the embedding; tensor parallelism's sums). Where each block reads all
+  //    of x (one pass over its rows, or x quantized to int8 for integer products) the GEMV sums
+  //    the squares as it reads; elsewhere it normalizes x into scratch first
   //    (ScratchUse::kNormedInput).
   const Tensor* in_sumsq = nullptr;
   const Tensor* in_norm_weight = nullptr;

@@ -28,6 +28,10 @@ enum class GemvRowReader {
 struct GemvKernelChoice {
   GemvKernel kernel;
   GemvRowReader reader;  // the warp kernel's (the one-pass kernel reads 16-byte chunks)
+  // Whether the kernel normalizes x itself where x comes with its norm's weight (DecodeGemv::
+  // in_norm_weight): the one-pass kernel as it reads x, the readers that quantize x to int8 as
+  // they quantize it (decode_gemv_int8_input.cuh). For the others decode_gemv normalizes first.
+  bool normalizes_x;
 };
 
 // int8 and int4 matrices of up to this many rows are read 4 rows per warp with each row's
@@ -66,17 +70,17 @@ GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, Gem
     const int unit = widened ? 16 : kInt8InputBlock;  // weights per unit: 16 bytes, or a block of int8 x
     const bool too_long = !widened && a.cols > kInt8InputMaxCols;
     if (!aligned || a.cols % unit != 0 || a.group_shift < 0 || a.group_size < unit || too_long) {
-      return {GemvKernel::kWarp, GemvRowReader::kScalar};
+      return {GemvKernel::kWarp, GemvRowReader::kScalar, false};
     }
-    return {GemvKernel::kWarp, tall ? GemvRowReader::kTallChunks : GemvRowReader::kShortChunks};
+    return {GemvKernel::kWarp, tall ? GemvRowReader::kTallChunks : GemvRowReader::kShortChunks, !widened};
   }
   const int elems = 16 / static_cast<int>(dtype_size(dtype));
-  if (!aligned || a.cols % elems != 0) return {GemvKernel::kWarp, GemvRowReader::kScalar};
+  if (!aligned || a.cols % elems != 0) return {GemvKernel::kWarp, GemvRowReader::kScalar, false};
   const GemvRowReader chunks = a.rows <= kDenseShortRowsUpTo ? GemvRowReader::kShortChunks
                                                              : GemvRowReader::kTallChunks;
   const bool one_pass = a.cols / elems <= kOnePassMaxChunks &&
                         (epilogue != GemvEpilogue::kAccumulate || a.next_norm_weight == nullptr);
-  return {one_pass ? GemvKernel::kOnePass : GemvKernel::kWarp, chunks};
+  return {one_pass ? GemvKernel::kOnePass : GemvKernel::kWarp, chunks, one_pass};
 }
 
 // The error for an epilogue and prologue that no kernel is built for.
@@ -91,7 +95,7 @@ Status not_built(GemvEpilogue epilogue, InputNorm norm) {
 
 // Runs launch.template operator()<kEpi, kNorm>() for the built combination that `epilogue`
 // and `norm` name, and checks the launch. kSumsHere: whether the kernel sums the squares of x
-// itself (the one-pass kernel; decode_gemv normalizes x first for the other).
+// itself (GemvKernelChoice::normalizes_x).
 template <bool kSumsHere, typename Launch>
 Status launch_built(GemvEpilogue epilogue, InputNorm norm, Launch&& launch) {
   using E = GemvEpilogue;
@@ -133,7 +137,10 @@ constexpr bool pairs_rows(GemvEpilogue e) { return e == GemvEpilogue::kSwiglu ||
 // for swiglu and rope.
 template <typename Unpaired, typename Paired = Unpaired>
 Status launch_warp(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStream_t stream) {
-  return launch_built<false>(epilogue, input_norm(a), [&]<GemvEpilogue kEpi, InputNorm kNorm>() {
+  // A reader that stages x normalizes it as it stages it (quantize_input), in the kernel built
+  // without a norm.
+  constexpr bool kStages = StagesInput<Unpaired> && StagesInput<Paired>;
+  return launch_built<kStages>(epilogue, input_norm(a), [&]<GemvEpilogue kEpi, InputNorm kNorm>() {
     using Rows = std::conditional_t<pairs_rows(kEpi), Paired, Unpaired>;
     return launch_decode_gemv<Rows, kEpi, kNorm == InputNorm::kGivenSums>(a, stream);
   });
@@ -278,8 +285,9 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
                           w.values.describe() + " and its epilogue");
 }
 
-// The warp kernel reads x a warp at a time, never all of it in one block, so it cannot sum x's
-// squares as it reads: an input it should normalize is normalized into scratch first.
+// The warp kernel's readers that take x in fp32 read it a warp at a time, never all of it in one
+// block, so they cannot sum x's squares as they read: an input they should normalize is
+// normalized into scratch first.
 Status normalize_first(const DecodeGemv& g, DecodeGemvArgs& a, const ExecutionContext& ctx) {
   const size_t bytes = g.in->nbytes();
   KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kNormedInput, bytes));
@@ -299,7 +307,7 @@ Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
   const cudaStream_t s = as_cuda_stream(ctx.stream());
   const DataType dtype = gemv.weight->dtype();
   const GemvKernelChoice choice = choose_gemv_kernel(dtype, a, gemv.epilogue);
-  const bool sums_here = choice.kernel == GemvKernel::kOnePass && aligned_to(a.in_norm_weight, 16);
+  const bool sums_here = choice.normalizes_x && aligned_to(a.in_norm_weight, 16);
   if (a.in_norm_weight != nullptr && gemv.epilogue != GemvEpilogue::kAccumulate && !sums_here) {
     KUIPER_RETURN_IF_ERROR(normalize_first(gemv, a, ctx));
   }

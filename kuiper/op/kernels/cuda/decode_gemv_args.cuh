@@ -101,6 +101,11 @@ __device__ __forceinline__ float4 times(const float4& a, const float4& b) {
   return {a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w};
 }
 
+// 1 / rms of the norm's input, from the sum of its sums of squares.
+__device__ __forceinline__ float inverse_rms(const DecodeGemvArgs& a, float sumsq) {
+  return rsqrtf(sumsq / static_cast<float>(a.cols) + a.eps);
+}
+
 // Dot product of 16 bytes of weights with the matching inputs x0 (and x1 for 16-bit weights).
 template <typename Half>
 __device__ __forceinline__ float dot16(const uint4& w, const float4& x0, const float4& x1,

@@ -69,11 +69,6 @@ __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int
   }
 }
 
-// 1 / rms of the norm's input, from the sum of its sums of squares.
-__device__ __forceinline__ float inverse_rms(const DecodeGemvArgs& a, float sumsq) {
-  return rsqrtf(sumsq / static_cast<float>(a.cols) + a.eps);
-}
-
 // The epilogues that need no other thread, run by one: store the rows, add them to out (the
 // one-pass kernel's residual accumulate, which hands no norm on), or combine swiglu pairs (the
 // first half of the rows are gates, the second half their ups).

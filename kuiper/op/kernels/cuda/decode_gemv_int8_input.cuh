@@ -105,13 +105,38 @@ __device__ __forceinline__ void quantize_quad(const float4& v, int m, int quads,
   if (m % 8 == 0) s.blocks[m / 8] = {scale, q_sum};
 }
 
+// Divides the scales of the block's quantized x by the rms of x, from each thread's share of
+// the sum of squares of x; the whole block calls it, after quantizing.
+__device__ __forceinline__ void divide_scales_by_rms(const DecodeGemvArgs& a, float sumsq, const Int8Input& s) {
+  __shared__ float warp_sums[kDecodeWarps];
+  __shared__ float inv_rms;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  sumsq = warp_sum(sumsq);
+  if (lane == 0) warp_sums[warp] = sumsq;
+  __syncthreads();  // also: every scale is written
+  if (warp == 0) {
+    const float total = warp_sum(lane < kDecodeWarps ? warp_sums[lane] : 0.f);
+    if (lane == 0) inv_rms = inverse_rms(a, total);
+  }
+  __syncthreads();
+  for (int b = static_cast<int>(threadIdx.x); b < a.cols / kInt8InputBlock; b += kDecodeWarps * 32) {
+    s.blocks[b].scale *= inv_rms;
+  }
+}
+
 // The whole block quantizes x (cols % 32 == 0) into shared memory. Each thread loads a batch of
 // two float4s before quantizing either, so that a 4096-wide x costs two round trips to L2, not
 // four; a batch of four made ptxas spill the tall reader's loaded scales (it has 80 registers).
+// x that came with its norm's weight g (InputNorm::kSummedHere: after the ranks' sum of a split
+// model, decode_gemv.cu) is normalized on the way, without a pass of its own: a block of
+// x · g quantizes to the same int8 values as the block of x · g / rms, so x · g is quantized
+// while the squares of x are summed, and the block's scales are divided by rms at the end.
 __device__ __forceinline__ void quantize_input(const DecodeGemvArgs& a) {
   constexpr int kThreads = kDecodeWarps * 32, kBatch = 2;
   const Int8Input s = int8_input(a.cols);
   const int quads = a.cols / 4;
+  const bool norm = a.in_norm_weight != nullptr;
+  float sumsq = 0.f;
   for (int first = 0; first < quads; first += kThreads * kBatch) {  // all threads: it shuffles
     const int mine = first + static_cast<int>(threadIdx.x);
     float4 v[kBatch];
@@ -120,9 +145,19 @@ __device__ __forceinline__ void quantize_input(const DecodeGemvArgs& a) {
       const int m = mine + k * kThreads;
       v[k] = m < quads ? input4(a.x, 4 * m) : float4{};
     }
+    if (norm) {
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int m = mine + k * kThreads;
+        sumsq += squares(v[k]);
+        // g is a weight, unchanged since the model was made: read through the read-only cache.
+        if (m < quads) v[k] = times(v[k], __ldg(reinterpret_cast<const float4*>(a.in_norm_weight) + m));
+      }
+    }
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) quantize_quad(v[k], mine + k * kThreads, quads, s);
   }
+  if (norm) divide_scales_by_rms(a, sumsq, s);
 }
 
 inline constexpr int kQuantizeThreads = 256;
