@@ -44,16 +44,18 @@ class FullDependency : public ::testing::Test {
     ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
     if (prop.major < 9) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
     if (!op::cuda::launches_overlap()) GTEST_SKIP() << "KUIPER_SERIAL_LAUNCH is set";
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+    auto stream = create_stream(DeviceType::kCUDA);
+    ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+    stream_ = static_cast<cudaStream_t>(*stream);
     ASSERT_EQ(cudaMalloc(&flags_, 2 * sizeof(int)), cudaSuccess);
     // Each kernel's first launch loads it (CUDA's lazy loading), which waits for the kernels
     // running: the cases below would not overlap for that reason alone.
     ASSERT_TRUE(queue(/*ordered=*/true).ok());
-    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    ASSERT_TRUE(synchronize(stream_).ok());
   }
   void TearDown() override {
     if (flags_ != nullptr) cudaFree(flags_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (stream_ != nullptr) destroy_stream(stream_);
   }
 
   // Queues producer, then the consumer (through queue_with_full_dependency when `ordered`).
@@ -70,24 +72,16 @@ class FullDependency : public ::testing::Test {
   // What the consumer read, after running the work directly or as a captured graph.
   int seen(bool ordered, bool graph) {
     EXPECT_EQ(cudaMemsetAsync(flags_, 0, 2 * sizeof(int), stream_), cudaSuccess);
-    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    EXPECT_TRUE(synchronize(stream_).ok());
     if (graph) {
-      cudaGraph_t g = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      EXPECT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      const Status queued = queue(ordered);
-      EXPECT_EQ(cudaStreamEndCapture(stream_, &g), cudaSuccess);
-      EXPECT_TRUE(queued.ok()) << queued.to_string();
-      EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
-      EXPECT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
-      EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(g);
+      auto recorded = capture_graph(stream_, [&] { return queue(ordered); });
+      EXPECT_TRUE(recorded.ok()) << recorded.status().to_string();
+      if (recorded.ok()) EXPECT_TRUE((*recorded)->launch(stream_).ok());
     } else {
       const Status queued = queue(ordered);
       EXPECT_TRUE(queued.ok()) << queued.to_string();
-      EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     }
+    EXPECT_TRUE(synchronize(stream_).ok());
     int host = -1;
     EXPECT_EQ(cudaMemcpy(&host, flags_ + 1, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
     return host;

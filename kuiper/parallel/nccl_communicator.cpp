@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <functional>
 #include <numeric>
 #include <string>
 
@@ -106,7 +105,8 @@ class NcclCommunicator final : public Communicator {
 
   // A symmetric kernel of this NCCL that does not wait would otherwise start as soon as the
   // kernel writing its input lets its dependents go, which kuiper's GEMVs do first thing.
-  Status queue_collective(cudaStream_t stream, const std::function<Status()>& collective) const {
+  template <typename Collective>
+  Status queue_collective(cudaStream_t stream, Collective&& collective) const {
     return kernels_wait() ? collective() : queue_with_full_dependency(stream, collective);
   }
 
