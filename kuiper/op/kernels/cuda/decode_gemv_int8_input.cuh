@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include <cub/block/block_reduce.cuh>
+
 #include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
 
 namespace kuiper::op::cuda {
@@ -108,17 +110,12 @@ __device__ __forceinline__ void quantize_quad(const float4& v, int m, int quads,
 // Divides the scales of the block's quantized x by the rms of x, from each thread's share of
 // the sum of squares of x; the whole block calls it, after quantizing.
 __device__ __forceinline__ void divide_scales_by_rms(const DecodeGemvArgs& a, float sumsq, const Int8Input& s) {
-  __shared__ float warp_sums[kDecodeWarps];
+  using BlockSum = cub::BlockReduce<float, kDecodeWarps * 32>;
+  __shared__ typename BlockSum::TempStorage reduce;
   __shared__ float inv_rms;
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  sumsq = warp_sum(sumsq);
-  if (lane == 0) warp_sums[warp] = sumsq;
+  const float total = BlockSum(reduce).Sum(sumsq);
+  if (threadIdx.x == 0) inv_rms = inverse_rms(a, total);
   __syncthreads();  // also: every scale is written
-  if (warp == 0) {
-    const float total = warp_sum(lane < kDecodeWarps ? warp_sums[lane] : 0.f);
-    if (lane == 0) inv_rms = inverse_rms(a, total);
-  }
-  __syncthreads();
   for (int b = static_cast<int>(threadIdx.x); b < a.cols / kInt8InputBlock; b += kDecodeWarps * 32) {
     s.blocks[b].scale *= inv_rms;
   }
