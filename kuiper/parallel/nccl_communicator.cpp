@@ -1,10 +1,9 @@
-// NCCL communicators for the GPUs of one process, made together by ncclCommInitAll: rank r is
+// NCCL communicators for the GPUs of one process, made together in one NCCL group: rank r is
 // GPU r. Each rank's thread queues its collectives on its model's stream, so that they are
 // ordered with the kernels around them and can be recorded in the decode step's CUDA graph.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <numeric>
 #include <string>
 
 #include "kuiper/base/full_dependency.h"
@@ -35,6 +34,15 @@ struct Window {
   void* data = nullptr;
   ncclWindow_t window = nullptr;
 };
+
+// The fewest blocks a collective's kernel may take. NCCL otherwise takes as few as its model says
+// come near the link's peak: 4 for the batched steps' all-reduces (32 rows of 4096 floats at
+// two ranks), which then take 15.5 us each; more blocks ran those steps faster and one-token
+// decode no slower (docs/performance.md).
+constexpr int kMinCollectiveBlocks = 16;
+// NCCL refuses a minimum without a maximum; this one is above its channel limit, which NCCL
+// caps it to, as it does when none is given.
+constexpr int kMaxCollectiveBlocks = 64;
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -119,11 +127,28 @@ class NcclCommunicator final : public Communicator {
 StatusOr<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(int ranks) {
   int version = 0;
   KUIPER_RETURN_IF_ERROR(nccl_status(ncclGetVersion(&version), "ncclGetVersion"));
+  ncclUniqueId id;
+  KUIPER_RETURN_IF_ERROR(nccl_status(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+  int current_gpu = 0;
+  if (cudaGetDevice(&current_gpu) != cudaSuccess) return internal_error("cudaGetDevice failed");
   std::vector<ncclComm_t> comms(ranks);
-  std::vector<int> gpus(ranks);
-  std::iota(gpus.begin(), gpus.end(), 0);
-  KUIPER_RETURN_IF_ERROR(nccl_status(ncclCommInitAll(comms.data(), ranks, gpus.data()),
-                                     "ncclCommInitAll over " + std::to_string(ranks) + " GPUs"));
+  const std::string what = "NCCL communicators over " + std::to_string(ranks) + " GPUs";
+  // Made in one group, as ncclCommInitAll makes them (which takes no config); the group is
+  // always ended, and the caller's GPU restored, whatever fails.
+  KUIPER_RETURN_IF_ERROR(nccl_status(ncclGroupStart(), what));
+  Status made = ok_status();
+  for (int r = 0; r < ranks && made.ok(); ++r) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.minCTAs = kMinCollectiveBlocks;
+    config.maxCTAs = kMaxCollectiveBlocks;
+    made = cudaSetDevice(r) == cudaSuccess
+               ? nccl_status(ncclCommInitRankConfig(&comms[r], ranks, id, r, &config), what)
+               : internal_error(what + ": cudaSetDevice(" + std::to_string(r) + ") failed");
+  }
+  const Status ended = nccl_status(ncclGroupEnd(), what);
+  cudaSetDevice(current_gpu);
+  KUIPER_RETURN_IF_ERROR(made);
+  KUIPER_RETURN_IF_ERROR(ended);
   std::vector<std::unique_ptr<Communicator>> group;
   for (int r = 0; r < ranks; ++r) group.push_back(std::make_unique<NcclCommunicator>(comms[r], r, ranks, version));
   return group;
