@@ -147,12 +147,15 @@ struct Row {
 // The decode GEMV kernel `launch` (a launch_decode_gemv or launch_decode_gemv_one_pass
 // instantiation) with another way of reading rows or a fused prologue/epilogue, launched directly.
 using GemvLaunch = cudaError_t (*)(const op::cuda::DecodeGemvArgs&, cudaStream_t);
+// `before`, where given, is launched ahead of each call (x_int8: its output, the kernel's input).
 template <op::GemvEpilogue kEpi, op::cuda::InputNorm kNorm>
-double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y,
+                      GemvLaunch before = nullptr, void* x_int8 = nullptr) {
   op::cuda::DecodeGemvArgs a;
   a.rows = static_cast<int>(ws[0].rows());
   a.cols = static_cast<int>(ws[0].cols());
   a.x = x.data<float>();
+  a.x_int8 = x_int8;
   a.out = y.data<float>();
   // A norm-fed GEMV reads sums of squares, or the norm's weights, and writes nothing more; an
   // accumulate hands a norm on.
@@ -180,6 +183,7 @@ double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, cons
       a.scales = w.scales.data<float>();
       a.mins = w.mins.is_empty() ? nullptr : w.mins.data<float>();
     }
+    if (before != nullptr) check(before(a, as_cuda_stream(ctx().stream())), "before gemv");
     check(launch(a, as_cuda_stream(ctx().stream())), "gemv");
   }, 60);
 }
@@ -189,6 +193,31 @@ template <typename Rows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore, bool 
 double gemv_variant_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
   constexpr auto norm = kNorm ? op::cuda::InputNorm::kGivenSums : op::cuda::InputNorm::kNone;
   return gemv_launch_us<kEpi, norm>(op::cuda::launch_decode_gemv<Rows, kEpi, kNorm>, ws, x, y);
+}
+
+// x quantized once into a.x_int8 (one token), as the multi-token GEMV does.
+cudaError_t quantize_one_token(const op::cuda::DecodeGemvArgs& a, cudaStream_t stream) {
+  const dim3 grid((a.cols / 4 + op::cuda::kQuantizeThreads - 1) / op::cuda::kQuantizeThreads, 1);
+  return op::cuda::launch_overlapped(op::cuda::quantize_tokens_kernel, grid, dim3(op::cuda::kQuantizeThreads), 0,
+                                     stream, a.x, static_cast<uint4*>(const_cast<void*>(a.x_int8)), a.cols);
+}
+
+// The one-token int4 GEMV reading x quantized once (TokenChunks of one token) instead of
+// quantizing it in every block: alone, as if the kernel that writes x had quantized it, or
+// (kQuantize) after quantize_tokens_kernel.
+template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm, bool kQuantize>
+double gemv_quantized_once_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+  using Rows = op::cuda::TokenChunks<op::cuda::Int4Units, kRowsPerWarp, kBurstLoads, 1, kMinBlocksPerSm>;
+  const int64_t bytes = static_cast<int64_t>(op::cuda::quantized_tokens_bytes(1, static_cast<int>(x.numel())));
+  Tensor x_int8 = Tensor::empty(DataType::kINT8, {bytes}, *cuda_allocator().value()).value();
+  op::cuda::DecodeGemvArgs a;
+  a.x = x.data<float>();
+  a.x_int8 = x_int8.raw_data();
+  a.cols = static_cast<int>(x.numel());
+  check(quantize_one_token(a, as_cuda_stream(ctx().stream())), "quantize x");
+  return gemv_launch_us<op::GemvEpilogue::kStore, op::cuda::InputNorm::kNone>(
+      op::cuda::launch_decode_gemv<Rows, op::GemvEpilogue::kStore, false>, ws, x, y,
+      kQuantize ? quantize_one_token : nullptr, x_int8.raw_data());
 }
 
 // The one-pass kernel, kRows rows of T per block.
@@ -407,7 +436,13 @@ int main(int argc, char** argv) {
                             std::pair{"  4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>>(ws, x, y)},
                             std::pair{"  4 rows x 1, columns in 2, accumulate+norm", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kAccumulate, false>(ws, x, y)},
                             std::pair{"  paired, 2 rows x 2", gemv_variant_us<Int4Int8Chunks<2, 2>, op::GemvEpilogue::kSwiglu, true>(ws, x, y)},
-                            std::pair{"  paired, 4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kSwiglu, true>(ws, x, y)}}) {
+                            std::pair{"  paired, 4 rows x 1, columns in 2", gemv_variant_us<SplitColumns<Int4Int8Chunks<4, 1>, 2>, op::GemvEpilogue::kSwiglu, true>(ws, x, y)},
+                            std::pair{"  x quantized before, 2 rows x 2", gemv_quantized_once_us<2, 2, 2, false>(ws, x, y)},
+                            std::pair{"  x quantized before, 4 rows x 1", gemv_quantized_once_us<4, 1, 2, false>(ws, x, y)},
+                            std::pair{"  x quantized before, 4 rows x 1, 3 blocks", gemv_quantized_once_us<4, 1, 3, false>(ws, x, y)},
+                            std::pair{"  x quantized before, 2 rows x 4", gemv_quantized_once_us<2, 4, 2, false>(ws, x, y)},
+                            std::pair{"  quantize kernel + 2 rows x 2", gemv_quantized_once_us<2, 2, 2, true>(ws, x, y)},
+                            std::pair{"  quantize kernel + 4 rows x 1", gemv_quantized_once_us<4, 1, 2, true>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
   }
