@@ -6,8 +6,8 @@
 //  - decode int8 GEMV (bytes counted: int8 weights + fp32 scales), with other rows-per-warp,
 //    burst depths and blocks per multiprocessor for reference;
 //  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp32 scales
-//    and mins), with other rows-per-warp, burst depths and blocks per multiprocessor for
-//    reference;
+//    and mins), with other rows-per-warp, burst depths and blocks per multiprocessor, and reading
+//    x quantized once instead of in every block, for reference;
 //  - batched-decode int8/int4 matmul at T = 2 .. 32 tokens (the multi-token GEMV), beside the
 //    dequantize+GEMM path on the same weights (bytes counted once for both: quantized weights,
 //    scales and mins once, plus the fp32 input and output rows);

@@ -35,10 +35,10 @@ struct Window {
   ncclWindow_t window = nullptr;
 };
 
-// The fewest blocks a collective's kernel may take. NCCL otherwise takes as few as its model says
-// come near the link's peak: 4 for the batched steps' all-reduces (32 rows of 4096 floats at
-// two ranks), which then take 15.5 us each; more blocks ran those steps faster and one-token
-// decode no slower (docs/performance.md).
+// The fewest blocks a collective's kernel may take. NCCL otherwise takes as few as its cost model
+// puts near the link's peak, and the batched steps' all-reduces (32 rows of 4096 floats at two
+// ranks) took 15.5 us each; at least 16 ran those steps 3.9% faster and one-token decode no
+// slower (docs/tensor_parallel.md).
 constexpr int kMinCollectiveBlocks = 16;
 // NCCL refuses a minimum without a maximum; this one is above its channel limit, which NCCL
 // caps it to, as it does when none is given.
