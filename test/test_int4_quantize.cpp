@@ -43,7 +43,9 @@ void expect_faithful(const Tensor& w, const op::Weight& q, int group_size, Int4S
   ASSERT_EQ(q.group_size, group_size);
   ASSERT_EQ(q.scales.numel(), w.numel() / group_size);
   ASSERT_EQ(q.mins.is_empty(), !with_min);
-  if (with_min) ASSERT_EQ(q.mins.numel(), w.numel() / group_size);
+  if (with_min) {
+    ASSERT_EQ(q.mins.numel(), w.numel() / group_size);
+  }
   const float* wv = w.data<float>();
   for (int64_t g = 0; g < q.scales.numel(); ++g) {
     const float* wg = wv + g * group_size;

@@ -66,7 +66,9 @@ void expect_identical(Checkpoint& a, Checkpoint& b) {
       EXPECT_TRUE(same_bytes(ma[i].weight->scales, mb[i].weight->scales));
     }
     EXPECT_EQ(ma[i].weight->mins.is_empty(), mb[i].weight->mins.is_empty());
-    if (!ma[i].weight->mins.is_empty()) EXPECT_TRUE(same_bytes(ma[i].weight->mins, mb[i].weight->mins));
+    if (!ma[i].weight->mins.is_empty()) {
+      EXPECT_TRUE(same_bytes(ma[i].weight->mins, mb[i].weight->mins));
+    }
   }
   auto na = named_norms(a.weights, a.config), nb = named_norms(b.weights, b.config);
   for (size_t i = 0; i < na.size(); ++i) EXPECT_TRUE(same_bytes(*na[i].tensor, *nb[i].tensor)) << na[i].name;

@@ -21,7 +21,7 @@ struct ChatFormatOptions {
   // LLaMA 3: a system turn even without a system prompt (LLaMA 3.1 and later), opening with
   // `system_preamble` ("Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n").
   bool always_system_turn = false;
-  std::string system_preamble;
+  std::string system_preamble = {};
 };
 
 // Meta's LLaMA 3 instruct layout: role headers and <|eot_id|> (LLaMA 3.1+: with a dated system turn).

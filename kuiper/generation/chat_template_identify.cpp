@@ -80,7 +80,7 @@ std::string chatml_default_system(std::string_view source) {
     if (end == std::string_view::npos || end == 0) continue;
     const std::string_view literal = rest.substr(0, end);
     if (literal.find_first_of("'\"{}") != std::string_view::npos) continue;  // code, not a literal
-    if (auto value = string_literal("'" + std::string(literal) + "'")) return *value;
+    if (auto value = string_literal(std::string("'").append(literal).append("'"))) return *value;
   }
   constexpr std::string_view kAssign = "set system_message = ";
   for (size_t at = source.find(kAssign); at != std::string_view::npos; at = source.find(kAssign, at + 1)) {

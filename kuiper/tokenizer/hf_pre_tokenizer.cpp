@@ -186,7 +186,7 @@ StatusOr<std::vector<Piece>> PreTokenizer::apply(std::vector<Piece> pieces) cons
         break;
       case Kind::kByteLevel:
         for (Piece& piece : pieces) {
-          if (step.add_prefix_space && !piece.text.starts_with(' ')) piece.text.insert(0, " ");
+          if (step.add_prefix_space && !piece.text.starts_with(' ')) piece.text.insert(piece.text.begin(), ' ');
         }
         if (step.regex) KUIPER_RETURN_IF_ERROR(split_pieces(pieces, *step.regex, Behavior::kIsolated, false));
         for (Piece& piece : pieces) piece.text = bytes_to_byte_level(piece.text);
