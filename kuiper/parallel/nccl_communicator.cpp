@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "kuiper/base/device.h"
 #include "kuiper/base/full_dependency.h"
 #include "kuiper/parallel/communicator.h"
 
@@ -135,20 +136,20 @@ StatusOr<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(int
   const std::string what = "NCCL communicators over " + std::to_string(ranks) + " GPUs";
   // Made in one group, as ncclCommInitAll makes them (which takes no config); the group is
   // always ended, and the caller's GPU restored, whatever fails.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.minCTAs = kMinCollectiveBlocks;
+  config.maxCTAs = kMaxCollectiveBlocks;
   KUIPER_RETURN_IF_ERROR(nccl_status(ncclGroupStart(), what));
   Status made = ok_status();
   for (int r = 0; r < ranks && made.ok(); ++r) {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.minCTAs = kMinCollectiveBlocks;
-    config.maxCTAs = kMaxCollectiveBlocks;
-    made = cudaSetDevice(r) == cudaSuccess
-               ? nccl_status(ncclCommInitRankConfig(&comms[r], ranks, id, r, &config), what)
-               : internal_error(what + ": cudaSetDevice(" + std::to_string(r) + ") failed");
+    made = use_device(DeviceType::kCUDA, r);
+    if (made.ok()) made = nccl_status(ncclCommInitRankConfig(&comms[r], ranks, id, r, &config), what);
   }
   const Status ended = nccl_status(ncclGroupEnd(), what);
-  cudaSetDevice(current_gpu);
+  const Status restored = use_device(DeviceType::kCUDA, current_gpu);
   KUIPER_RETURN_IF_ERROR(made);
   KUIPER_RETURN_IF_ERROR(ended);
+  KUIPER_RETURN_IF_ERROR(restored);
   std::vector<std::unique_ptr<Communicator>> group;
   for (int r = 0; r < ranks; ++r) group.push_back(std::make_unique<NcclCommunicator>(comms[r], r, ranks, version));
   return group;
