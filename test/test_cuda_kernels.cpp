@@ -940,6 +940,126 @@ TEST_F(CudaDecodeGemv, StagedReadersNormalizeXAsTheyQuantizeIt) {
   }
 }
 
+// x handed from one int4 GEMV to the next quantized in halves of 16 (kernel_table.h,
+// decode_quantized_x_bytes). The producer: a residual accumulate handing the norm on (short and
+// tall layouts) and a swiglu (tall), each writing its output quantized. Its bytes, decoded here,
+// must give every output within half a step of its half's scale, with the half's Σ q. The
+// consumer (short and tall): given only the quantized x (its fp32 `in` zeros, so that reading
+// that instead fails), within test::quantized_product's bounds of the product of the exact input
+// (rounding in halves of 16 moves it no more than in blocks of 32).
+TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
+  const auto decode_halves = [](const std::vector<int8_t>& bytes, int64_t n) {
+    struct Decoded {
+      std::vector<int> q;
+      std::vector<float> scale;
+      std::vector<int> q_sum;
+    } d{std::vector<int>(n), std::vector<float>(n / 16), std::vector<int>(n / 16)};
+    const int64_t blocks = n / 32;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t b = i / 32, k = i % 32;
+      const int64_t base = (k % 2 == 0 ? 0 : blocks * 16) + b * 16;
+      d.q[i] = bytes[base + k / 8 * 4 + k % 8 / 2];
+    }
+    for (int64_t h = 0; h < n / 16; ++h) {
+      std::memcpy(&d.scale[h], bytes.data() + blocks * 32 + h * 8, 4);
+      std::memcpy(&d.q_sum[h], bytes.data() + blocks * 32 + h * 8 + 4, 4);
+    }
+    return d;
+  };
+  const auto bytes_of = [&](const Tensor& gpu) {
+    const Tensor host = download(gpu);
+    return std::vector<int8_t>(host.data<int8_t>(), host.data<int8_t>() + host.numel());
+  };
+  // The producer's output `values` (n) against its quantized form.
+  const auto expect_quantized = [&](const Tensor& values, const Tensor& quantized, const std::string& what) {
+    const int64_t n = values.numel();
+    const auto d = decode_halves(bytes_of(quantized), n);
+    const float* v = values.data<float>();
+    for (int64_t h = 0; h < n / 16; ++h) {
+      float max_abs = 0;
+      int sum = 0;
+      for (int64_t i = h * 16; i < h * 16 + 16; ++i) {
+        max_abs = std::max(max_abs, std::fabs(v[i]));
+        sum += d.q[i];
+      }
+      ASSERT_NEAR(d.scale[h], max_abs / 127, 1e-6 * max_abs) << what << ", half " << h;
+      ASSERT_EQ(d.q_sum[h], sum) << what << ", half " << h;
+      for (int64_t i = h * 16; i < h * 16 + 16; ++i) {
+        ASSERT_NEAR(d.scale[h] * d.q[i], v[i], 0.5001 * d.scale[h] + 1e-30) << what << ", value " << i;
+      }
+    }
+  };
+  // The consumer over in_quantized, against the product of `x` (its exact input).
+  const auto expect_consumer = [&](const op::Weight& w, const Tensor& x, const Tensor* sumsq, const Tensor& quantized,
+                                   const std::string& what) {
+    ASSERT_TRUE(gpu_.decode_gemv_reads_quantized(w)) << what;
+    const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
+    const Tensor zeros = upload(Tensor::zeros_cpu(DataType::kFP32, {1, w.cols()}).value());
+    Tensor out = poisoned_gpu({w.rows()});
+    const op::DecodeGemv gemv{.in = &zeros, .weight = &gpu_w, .in_sumsq = sumsq, .norm_eps = 1e-5f, .out = &out,
+                              .rope_kv = {}, .in_quantized = &quantized};
+    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(DataType::kINT4)](gemv, ctx()));
+    const Tensor got = download(out);
+    const test::QuantizedProduct ref = test::quantized_product(x, w);
+    for (int64_t r = 0; r < w.rows(); ++r) {
+      ASSERT_NEAR(got.data<float>()[r], ref.out[r], ref.input_rounding[r] + 1e-5 * ref.magnitude[r] + 1e-30)
+          << what << ", row " << r;
+    }
+  };
+  const int64_t cols = 4096;
+  // x · g / rms(x) from what the accumulate handed on: x · g and the sums of squares of x.
+  const auto normalized = [](const Tensor& scaled, const Tensor& sumsq) {
+    double total = 0;
+    for (int64_t i = 0; i < sumsq.numel(); ++i) total += sumsq.data<float>()[i];
+    const double inv_rms = 1 / std::sqrt(total / scaled.numel() + 1e-5);
+    Tensor x = Tensor::zeros_cpu(DataType::kFP32, {1, scaled.numel()}).value();
+    for (int64_t i = 0; i < scaled.numel(); ++i) x.data<float>()[i] = static_cast<float>(scaled.data<float>()[i] * inv_rms);
+    return x;
+  };
+  for (const int64_t rows : {int64_t{4096}, int64_t{6144}}) {
+    SCOPED_TRACE("accumulate " + std::to_string(rows) + " rows");
+    const op::Weight w = test::random_int4_weight(rows, cols, 32, true, rng_);
+    ASSERT_TRUE(gpu_.decode_gemv_quantizes_output(w, op::GemvEpilogue::kAccumulate));
+    const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
+    const Tensor gpu_x = upload(test::random_tensor({1, cols}, rng_));
+    const Tensor g = upload(test::random_tensor({rows}, rng_, 0.5f, 1.5f));
+    Tensor sum = upload(test::random_tensor({rows}, rng_)), normed = poisoned_gpu({rows});
+    Tensor sumsq = poisoned_gpu({op::decode_sumsq_runs(rows)});
+    Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(rows)}).value());
+    const op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kAccumulate, .out = &sum,
+                              .next_norm_weight = &g, .next_normed = &normed, .next_sumsq = &sumsq, .rope_kv = {},
+                              .out_quantized = &quantized};
+    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(DataType::kINT4)](gemv, ctx()));
+    expect_quantized(download(normed), quantized, "x · g");
+    const Tensor x_next = normalized(download(normed), download(sumsq));
+    for (const int64_t next_rows : {int64_t{4096}, int64_t{6144}}) {
+      expect_consumer(test::random_int4_weight(next_rows, rows, 32, next_rows == 4096, rng_), x_next, &sumsq, quantized,
+                      "reader of " + std::to_string(next_rows) + " rows");
+    }
+  }
+  {
+    SCOPED_TRACE("swiglu 2 x 4608 rows");
+    const int64_t hidden = 4608;
+    const op::Weight w = test::random_int4_weight(2 * hidden, cols, 32, false, rng_);
+    ASSERT_TRUE(gpu_.decode_gemv_quantizes_output(w, op::GemvEpilogue::kSwiglu));
+    const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
+    const Tensor gpu_x = upload(test::random_tensor({1, cols}, rng_));
+    Tensor out = poisoned_gpu({hidden});
+    Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(hidden)}).value());
+    const op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kSwiglu, .out = &out,
+                              .rope_kv = {}, .out_quantized = &quantized};
+    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(DataType::kINT4)](gemv, ctx()));
+    const Tensor h = download(out);
+    expect_quantized(h, quantized, "silu(gate) · up");
+    Tensor h_row = Tensor::zeros_cpu(DataType::kFP32, {1, hidden}).value();
+    std::copy_n(h.data<float>(), hidden, h_row.data<float>());
+    expect_consumer(test::random_int4_weight(4096, hidden, 32, true, rng_), h_row, nullptr, quantized, "w2");
+  }
+  // A short swiglu's blocks hold 8 outputs, half of a half: refused, and the model does not ask.
+  EXPECT_FALSE(gpu_.decode_gemv_quantizes_output(test::random_int4_weight(2 * 1024, cols, 32, false, rng_),
+                                                 op::GemvEpilogue::kSwiglu));
+}
+
 TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithEveryNorm) {
   const int head_dim = 16, q_heads = 6, kv_heads = 2;  // GQA 3:1
   const int64_t q_rows = q_heads * head_dim, kv = kv_heads * head_dim, context = 50;

@@ -220,6 +220,27 @@ double gemv_quantized_once_us(const std::vector<op::Weight>& ws, const Tensor& x
       kQuantize ? quantize_one_token : nullptr, x_int8.raw_data());
 }
 
+// x quantized in halves of 16, as a GEMV before hands it on (QuantizedHalves): one value a thread.
+__global__ void quantize_halves_kernel(const float* x, void* out, int n) {
+  const int index = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  op::cuda::quantize_half(index < n ? x[index] : 0.f, index, index < n, op::cuda::int8_halves_at(out, n));
+}
+
+// The one-token int4 GEMV reading x handed on quantized in halves (Int4HalvesChunks), with the
+// epilogue and norm of gemv_variant_us.
+template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm,
+          op::GemvEpilogue kEpi = op::GemvEpilogue::kStore, bool kNorm = false>
+double gemv_halves_us(const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
+  using Rows = op::cuda::Int4HalvesChunks<kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
+  const int n = static_cast<int>(x.numel());
+  Tensor halves = Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(n)}, *cuda_allocator().value()).value();
+  quantize_halves_kernel<<<(n + 255) / 256, 256, 0, as_cuda_stream(ctx().stream())>>>(x.data<float>(), halves.raw_data(), n);
+  check(cudaGetLastError(), "quantize halves");
+  constexpr auto norm = kNorm ? op::cuda::InputNorm::kGivenSums : op::cuda::InputNorm::kNone;
+  return gemv_launch_us<kEpi, norm>(op::cuda::launch_decode_gemv<Rows, kEpi, kNorm>, ws, x, y, nullptr,
+                                    halves.raw_data());
+}
+
 // The one-pass kernel, kRows rows of T per block.
 template <typename T, int kRows, op::GemvEpilogue kEpi = op::GemvEpilogue::kStore,
           op::cuda::InputNorm kNorm = op::cuda::InputNorm::kNone>
@@ -442,7 +463,13 @@ int main(int argc, char** argv) {
                             std::pair{"  x quantized before, 4 rows x 1, 3 blocks", gemv_quantized_once_us<4, 1, 3, false>(ws, x, y)},
                             std::pair{"  x quantized before, 2 rows x 4", gemv_quantized_once_us<2, 4, 2, false>(ws, x, y)},
                             std::pair{"  quantize kernel + 2 rows x 2", gemv_quantized_once_us<2, 2, 2, true>(ws, x, y)},
-                            std::pair{"  quantize kernel + 4 rows x 1", gemv_quantized_once_us<4, 1, 2, true>(ws, x, y)}}) {
+                            std::pair{"  quantize kernel + 4 rows x 1", gemv_quantized_once_us<4, 1, 2, true>(ws, x, y)},
+                            std::pair{"  x handed on in halves, 2 rows x 2", gemv_halves_us<2, 2, 2>(ws, x, y)},
+                            std::pair{"  x handed on in halves, 4 rows x 1", gemv_halves_us<4, 1, 2>(ws, x, y)},
+                            std::pair{"  x handed on in halves, 4 rows x 1, 3 blocks", gemv_halves_us<4, 1, 3>(ws, x, y)},
+                            std::pair{"  x handed on in halves, paired, 2 rows x 2", gemv_halves_us<2, 2, 2, op::GemvEpilogue::kSwiglu, true>(ws, x, y)},
+                            std::pair{"  x handed on in halves, paired, 4 rows x 1", gemv_halves_us<4, 1, 2, op::GemvEpilogue::kSwiglu, true>(ws, x, y)},
+                            std::pair{"  x handed on in halves, paired, 4 rows x 1, 3 blocks", gemv_halves_us<4, 1, 3, op::GemvEpilogue::kSwiglu, true>(ws, x, y)}}) {
       rows.push_back({name + label, t, moved / (t * 1e-6) / 1e9, 0});
     }
   }

@@ -395,6 +395,7 @@ Status LlamaModel::allocate_buffers() {
   KUIPER_ASSIGN_OR_RETURN(full_.attention, matmul_input({rows, q_dim}));
   KUIPER_ASSIGN_OR_RETURN(full_.delta, plan_.collective_tensor({rows, dim}, alloc));
   KUIPER_ASSIGN_OR_RETURN(full_.hidden, matmul_input({rows, hidden}));
+  KUIPER_RETURN_IF_ERROR(plan_quantized_handoffs());
   if (fused_) {
     KUIPER_ASSIGN_OR_RETURN(full_.qkv, f32({rows, q_dim + 2 * kv}));
     KUIPER_ASSIGN_OR_RETURN(full_.gate_up, f32({rows, 2 * hidden}));
@@ -402,6 +403,16 @@ Status LlamaModel::allocate_buffers() {
     KUIPER_ASSIGN_OR_RETURN(full_.attention_fp32, f32({1, q_dim}));
     KUIPER_ASSIGN_OR_RETURN(handoff_.values, f32({dim}));
     KUIPER_ASSIGN_OR_RETURN(handoff_.sumsq, f32({op::decode_sumsq_runs(dim)}));
+    if (std::any_of(quantized_handoffs_.begin(), quantized_handoffs_.end(),
+                    [](const QuantizedHandoffs& h) { return h.wo || h.w2; })) {
+      KUIPER_ASSIGN_OR_RETURN(handoff_.quantized,
+                              Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(dim)}, alloc));
+    }
+    if (std::any_of(quantized_handoffs_.begin(), quantized_handoffs_.end(),
+                    [](const QuantizedHandoffs& h) { return h.w13; })) {
+      KUIPER_ASSIGN_OR_RETURN(swiglu_quantized_,
+                              Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(hidden)}, alloc));
+    }
   } else {
     KUIPER_ASSIGN_OR_RETURN(full_.k, f32({rows, kv}));
     KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
@@ -505,16 +516,40 @@ Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activat
   KUIPER_RETURN_IF_ERROR(
       attention_.attend(a.q, a.positions, keys(layer, a), values(layer, a), a.paged, attended, *ctx_));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttentionOutput, attended, fused));
-  KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, attended, layer.ffn_norm, a, fused));
+  const QuantizedHandoffs& quantized = quantized_handoffs_[index];
+  KUIPER_RETURN_IF_ERROR(
+      add_to_residual(layer.wo, layer.bo, attended, layer.ffn_norm, a, fused, nullptr, fused && quantized.wo));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForward, a.normed, fused));
   KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForwardHidden, a.hidden, fused));
-  return add_to_residual(layer.w2, layer.b2, fused ? a.swiglu : a.hidden, next_norm, a, fused);
+  return add_to_residual(layer.w2, layer.b2, fused ? a.swiglu : a.hidden, next_norm, a, fused,
+                         fused && quantized.w13 ? &swiglu_quantized_ : nullptr, fused && quantized.w2);
 }
 
 Status LlamaModel::observe(int layer, MatrixInput input, const Tensor& rows, bool fused) const {
   if (!observe_inputs_ || fused) return ok_status();
   return observe_inputs_(layer, input, rows);
+}
+
+Status LlamaModel::plan_quantized_handoffs() {
+  quantized_handoffs_.assign(layers_.size(), {});
+  const op::KernelTable& table = op::kernel_table(device_);
+  // Under tensor parallelism x is complete only after the ranks' sum, which no GEMV writes.
+  if (!fused_ || plan_.ranks > 1 || table.decode_gemv_reads_quantized == nullptr ||
+      table.decode_gemv_quantizes_output == nullptr) {
+    return ok_status();
+  }
+  const auto hands_on = [&](const op::MatMul& from, op::GemvEpilogue epilogue, const op::MatMul& to) {
+    return table.decode_gemv_quantizes_output(from.weight(), epilogue) && table.decode_gemv_reads_quantized(to.weight());
+  };
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& layer = layers_[l];
+    const op::MatMul& next = l + 1 < layers_.size() ? layers_[l + 1].wqkv : classifier_;
+    quantized_handoffs_[l] = {hands_on(layer.wo, op::GemvEpilogue::kAccumulate, layer.w13),
+                              hands_on(layer.w13, op::GemvEpilogue::kSwiglu, layer.w2),
+                              hands_on(layer.w2, op::GemvEpilogue::kAccumulate, next)};
+  }
+  return ok_status();
 }
 
 op::DecodeGemv LlamaModel::normed_gemv(const Tensor& x, const op::RmsNorm& norm, op::GemvEpilogue epilogue,
@@ -523,6 +558,7 @@ op::DecodeGemv LlamaModel::normed_gemv(const Tensor& x, const op::RmsNorm& norm,
   if (handoff_.form == NormHandoff::Form::kScaled) {
     gemv.in = &handoff_.values;
     gemv.in_sumsq = &handoff_.sumsq;
+    if (handoff_.quantized_written) gemv.in_quantized = &handoff_.quantized;
   } else {
     gemv.in = &x;
     gemv.in_norm_weight = &norm.weight();
@@ -566,7 +602,7 @@ Status LlamaModel::norm_heads(const op::RmsNorm& norm, Tensor& x) {
 }
 
 Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, const Tensor& in, const op::RmsNorm& next,
-                                   Activations& a, bool fused) {
+                                   Activations& a, bool fused, const Tensor* in_quantized, bool hand_on_quantized) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused && plan_.ranks > 1) {
     // This rank's product is a partial sum, and the ranks' sum, taken in x, is x's next value
@@ -588,7 +624,10 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, cons
     gemv.next_norm_weight = &next.weight();
     gemv.next_normed = &handoff_.values;
     gemv.next_sumsq = &handoff_.sumsq;
+    gemv.in_quantized = in_quantized;
+    if (hand_on_quantized) gemv.out_quantized = &handoff_.quantized;
     handoff_.form = NormHandoff::Form::kScaled;
+    handoff_.quantized_written = hand_on_quantized;
     return w.forward_decode(gemv, ctx);
   }
   KUIPER_RETURN_IF_ERROR(w.forward(in, a.delta, ctx));
@@ -600,7 +639,9 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, cons
 Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused) {
-    return layer.w13.forward_decode(normed_gemv(a.x, layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu), ctx);
+    op::DecodeGemv gemv = normed_gemv(a.x, layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu);
+    if (quantized_handoffs_[&layer - layers_.data()].w13) gemv.out_quantized = &swiglu_quantized_;
+    return layer.w13.forward_decode(gemv, ctx);
   }
   if (!a.gate_up.is_empty()) {  // stacked: one GEMM, then swiglu over the halves of its rows
     KUIPER_RETURN_IF_ERROR(layer.w13.forward(a.normed, a.gate_up, ctx));

@@ -163,6 +163,16 @@ class LlamaModel {
     } form = Form::kRaw;
     Tensor values;  // fp32 [dim]
     Tensor sumsq;   // fp32 [decode_sumsq_runs(dim)]
+    // kScaled, where `quantized_written`: `values` quantized as well, by the GEMV that wrote them
+    // (op/kernel_table.h, DecodeGemv::out_quantized), for the next GEMV to read so.
+    Tensor quantized;  // int8 [decode_quantized_x_bytes(dim)]
+    bool quantized_written = false;
+  };
+  // Which fused decode GEMVs of a layer hand their output on quantized (each where it can and
+  // the GEMV reading that output reads it so): wo to w1|w3, w1|w3 to w2, w2 to the next layer's
+  // wq|wk|wv (or the classifier).
+  struct QuantizedHandoffs {
+    bool wo = false, w13 = false, w2 = false;
   };
 
   // The other ranks of a tensor-parallel group, held by rank 0 (llama_model.cpp).
@@ -218,12 +228,17 @@ class LlamaModel {
   // normed input → q (rotated) and this step's k, v in the layer's cache.
   Status project_qkv(Layer& layer, Activations& a, bool fused);
   // x += W · in, and the norm `next` of the new x made ready for the projections after it.
+  // Fused, `in_quantized` is `in` handed on quantized (or null), and `hand_on_quantized` says
+  // whether the next norm's input goes on quantized too (QuantizedHandoffs).
   Status add_to_residual(const op::MatMul& w, const Tensor& bias, const Tensor& in, const op::RmsNorm& next,
-                         Activations& a, bool fused);
+                         Activations& a, bool fused, const Tensor* in_quantized = nullptr,
+                         bool hand_on_quantized = false);
   // RMSNorm of each head_dim-wide head of x [rows, heads * head_dim], in place.
   Status norm_heads(const op::RmsNorm& norm, Tensor& x);
   // normed input → silu(gate) * up, in `hidden` (or fp32 `swiglu` when fused).
   Status feed_forward(Layer& layer, Activations& a, bool fused);
+  // quantized_handoffs_, from what the kernel table says each GEMV can write and read.
+  Status plan_quantized_handoffs();
   // A fused decode GEMV reading x [1, dim] through `norm`, in the handoff's form.
   op::DecodeGemv normed_gemv(const Tensor& x, const op::RmsNorm& norm, op::GemvEpilogue epilogue, Tensor& out) const;
   // The final norm's output of rows [first, first + count) → logits.
@@ -276,6 +291,8 @@ class LlamaModel {
   bool matrices_as_stored_ = false;  // ModelOptions::weight_dtype unset, on the CPU
   DataType matmul_input_dtype_ = DataType::kFP32;  // the table's matmul_input for the weights
   NormHandoff handoff_;       // fused decode only
+  std::vector<QuantizedHandoffs> quantized_handoffs_;  // by layer; all off unless fused on one rank
+  Tensor swiglu_quantized_;   // w1|w3's output quantized for w2, where quantized_handoffs_ say
   Tensor logits_;             // [vocab]
   // A split vocabulary: this rank's logits [max_sequences, vocab / ranks] and the gathered
   // [ranks, max_sequences, vocab / ranks] before they are put in row order.

@@ -121,6 +121,13 @@ inline constexpr int kDecodeSumsqRun = 8;
 // How many runs of kDecodeSumsqRun a vector of n elements hands on (the last may be short).
 inline constexpr int64_t decode_sumsq_runs(int64_t n) { return (n + kDecodeSumsqRun - 1) / kDecodeSumsqRun; }
 
+// x handed from one decode GEMV to the next already quantized: the GEMV that writes x (a
+// kAccumulate's x · g, a kSwiglu's output) can also write it as int8 in halves of 16 values, each
+// half with its scale max|x| / 127 and the sum of its int8 values; the next GEMV, where it
+// multiplies in integers, reads those instead of quantizing all of x again in every block.
+// n values (n % 32 == 0) take this many bytes: per 32, 32 int8 values and two 8-byte halves.
+inline constexpr int64_t decode_quantized_x_bytes(int64_t n) { return n / 32 * 48; }
+
 // Where stacked q/k/v rows go: q rotated into its output, k rotated and v stored in the caches.
 struct RopeKvTarget {
   const Tensor* positions = nullptr;  // int32, one per row of tokens
@@ -156,8 +163,19 @@ struct DecodeGemv {
   Tensor* next_normed = nullptr;
   Tensor* next_sumsq = nullptr;
   RopeKvTarget rope_kv;  // kRopeKv only
+  // Optional, x quantized (int8 [decode_quantized_x_bytes(cols)]) by the GEMV that wrote it, as
+  // its out_quantized; read where decode_gemv_reads_quantized says so. `in` (and in_sumsq) still
+  // hold x: no in_norm_weight with it.
+  const Tensor* in_quantized = nullptr;
+  // Optional, where decode_gemv_quantizes_output says so: the output quantized as well (int8
+  // [decode_quantized_x_bytes(n)]): kAccumulate's next_normed, kSwiglu's out.
+  Tensor* out_quantized = nullptr;
 };
 using DecodeGemvKernel = Status (*)(const DecodeGemv& gemv, const ExecutionContext& ctx);
+// Whether decode_gemv over `weight` reads DecodeGemv::in_quantized, and whether it can write
+// out_quantized with `epilogue`: a model hands x on quantized only where both hold.
+using DecodeGemvReadsQuantized = bool (*)(const Weight& weight);
+using DecodeGemvQuantizesOutput = bool (*)(const Weight& weight, GemvEpilogue epilogue);
 
 // The prefill form of kRopeKv: qkv [T, q_rows + 2 kv_rows] is the stacked GEMM's output; q
 // [T, q_rows] receives the rotated q rows; k and v go to row slots[t] (or positions[t]) of the
@@ -190,6 +208,8 @@ struct KernelTable {
   // Optional, for stacked q/k/v and gate/up weights: where decode_gemv is null for the weight
   // dtype, or either of the other two is, the model runs the unfused kernels above.
   DecodeGemvKernel decode_gemv[kNumDataTypes] = {};
+  DecodeGemvReadsQuantized decode_gemv_reads_quantized = nullptr;    // null: never
+  DecodeGemvQuantizesOutput decode_gemv_quantizes_output = nullptr;  // null: never
   RopeKvStoreKernel rope_kv_store = nullptr;
   SwigluStackedKernel swiglu_stacked = nullptr;
 };

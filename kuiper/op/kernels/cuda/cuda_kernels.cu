@@ -20,6 +20,8 @@ KernelTable make_cuda_table() {
   for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8, DataType::kINT4}) {
     t.decode_gemv[at(d)] = cuda::decode_gemv;
   }
+  t.decode_gemv_reads_quantized = cuda::decode_gemv_reads_quantized;
+  t.decode_gemv_quantizes_output = cuda::decode_gemv_quantizes_output;
   t.matmul_input[at(DataType::kFP16)] = DataType::kFP16;
   t.matmul_input[at(DataType::kBF16)] = DataType::kBF16;
   t.embedding[at(DataType::kINT8)] = cuda::embedding_int8;

@@ -30,6 +30,8 @@ Status add_bias(Tensor& x, const Tensor& bias, const ExecutionContext& ctx);
 Status argmax(const Tensor& logits, Tensor& out, const ExecutionContext& ctx);
 // Any weight dtype, int8 and int4 included.
 Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx);
+bool decode_gemv_reads_quantized(const Weight& weight);
+bool decode_gemv_quantizes_output(const Weight& weight, GemvEpilogue epilogue);
 Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, const ExecutionContext& ctx);
 
 // Shared argument check: `t` must be a non-empty CUDA tensor of `dtype`.

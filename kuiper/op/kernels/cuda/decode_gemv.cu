@@ -169,18 +169,48 @@ Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue e
   return launch_warp<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, epilogue, stream);
 }
 
-// The same layouts for int4 weights, all multiplied in integers.
-Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
-                   cudaStream_t stream) {
+// The same layouts for int4 weights, all multiplied in integers, as visit.operator()<Unpaired,
+// Paired>() takes them (launch_warp's readers). x handed on quantized in halves (a.x_int8) is
+// read by the same layouts where they won with it (docs/performance.md, eleventh stop: 4096x4096
+// 2 rows x 2 79.6% of copy bandwidth against 73.1% for 4 rows x 1), else by the staged readers.
+template <typename Visit>
+auto with_int4_layout(GemvRowReader reader, bool quantized_input, Visit&& visit) {
   switch (reader) {
     case GemvRowReader::kShortChunks:
-      return launch_warp<SplitColumns<Int4Int8Chunks<4, 1>, 2>, Int4Int8Chunks<2, 2>>(a, epilogue, stream);
+      if (quantized_input) return visit.template operator()<Int4HalvesChunks<2, 2>, Int4HalvesChunks<2, 2>>();
+      return visit.template operator()<SplitColumns<Int4Int8Chunks<4, 1>, 2>, Int4Int8Chunks<2, 2>>();
     case GemvRowReader::kTallChunks:
-      return launch_warp<Int4Int8Chunks<4, 1, 3>>(a, epilogue, stream);
+      if (quantized_input) return visit.template operator()<Int4HalvesChunks<4, 1, 3>, Int4HalvesChunks<4, 1, 3>>();
+      return visit.template operator()<Int4Int8Chunks<4, 1, 3>, Int4Int8Chunks<4, 1, 3>>();
     case GemvRowReader::kScalar:
       break;
   }
-  return launch_warp<ScalarRows<PackedInt4>, ScalarRows<PackedInt4, 2>>(a, epilogue, stream);
+  return visit.template operator()<ScalarRows<PackedInt4>, ScalarRows<PackedInt4, 2>>();
+}
+
+// The outputs one block of Rows writes with `epilogue`: its rows, or half of them for swiglu. A
+// block quantizes its outputs for the next GEMV (decode_gemv_epilogues.cuh) where they are whole
+// halves of 16.
+template <typename Rows>
+constexpr int block_outputs(GemvEpilogue epilogue) {
+  constexpr int kBlockRows = kDecodeWarps / Rows::kColumnParts * Rows::kRows;
+  return epilogue == GemvEpilogue::kSwiglu ? kBlockRows / 2 : kBlockRows;
+}
+bool quantizes_outputs(GemvRowReader reader, bool quantized_input, GemvEpilogue epilogue) {
+  return with_int4_layout(reader, quantized_input, [&]<typename Unpaired, typename Paired>() {
+    return (pairs_rows(epilogue) ? block_outputs<Paired>(epilogue) : block_outputs<Unpaired>(epilogue)) % 16 == 0;
+  });
+}
+
+Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
+                   cudaStream_t stream) {
+  const bool quantized_input = a.x_int8 != nullptr && reader != GemvRowReader::kScalar;
+  if (a.out_int8 != nullptr && !quantizes_outputs(reader, quantized_input, epilogue)) {
+    return unsupported("decode_gemv: this int4 layout cannot write its output quantized (decode_gemv_quantizes_output)");
+  }
+  return with_int4_layout(reader, quantized_input, [&]<typename Unpaired, typename Paired>() {
+    return launch_warp<Unpaired, Paired>(a, epilogue, stream);
+  });
 }
 
 // The warp kernel's row readers for fp32/fp16/bf16 weights (kDenseShortRowsUpTo says why).
@@ -256,6 +286,32 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
     a.next_normed = g.next_normed->data<float>();
     a.next_sumsq = g.next_sumsq->data<float>();
   }
+  if (g.in_quantized != nullptr) {
+    if (g.in_norm_weight != nullptr) {
+      return invalid_argument("decode_gemv: x handed on quantized comes with its sums of squares, not its norm's weight");
+    }
+    KUIPER_RETURN_IF_ERROR(expect_cuda(*g.in_quantized, DataType::kINT8, "decode_gemv quantized input"));
+    if (cols % kInt8InputBlock != 0 || g.in_quantized->numel() != decode_quantized_x_bytes(cols)) {
+      return invalid_argument("decode_gemv quantized input " + g.in_quantized->describe() + " does not fit weight " +
+                              w.values.describe());
+    }
+    // Only the int4 readers read it; the others take x in fp32 from `in`.
+    if (w.dtype() == DataType::kINT4) a.x_int8 = g.in_quantized->raw_data();
+  }
+  if (g.out_quantized != nullptr) {
+    const bool swiglu = g.epilogue == GemvEpilogue::kSwiglu;
+    const int64_t n = swiglu ? rows / 2 : rows;
+    if (w.dtype() != DataType::kINT4 || !(swiglu || g.next_norm_weight != nullptr) || n % kInt8InputBlock != 0) {
+      return unsupported("decode_gemv writes its output quantized only from int4 weights, for swiglu or an "
+                         "accumulate that hands a norm on, 32 outputs at a time; got " + w.values.describe());
+    }
+    KUIPER_RETURN_IF_ERROR(expect_cuda(*g.out_quantized, DataType::kINT8, "decode_gemv quantized output"));
+    if (g.out_quantized->numel() != decode_quantized_x_bytes(n)) {
+      return invalid_argument("decode_gemv quantized output " + g.out_quantized->describe() + " does not fit " +
+                              std::to_string(n) + " outputs");
+    }
+    a.out_int8 = g.out_quantized->raw_data();
+  }
   a.w = w.values.raw_data();
   a.x = g.in->data<float>();
   a.rows = static_cast<int>(rows);
@@ -299,7 +355,34 @@ Status normalize_first(const DecodeGemv& g, DecodeGemvArgs& a, const ExecutionCo
   return ok_status();
 }
 
+// The reader decode_gemv takes for `weight` with `epilogue`, for x in an aligned buffer (as a
+// model's activations are).
+GemvRowReader reader_for(const Weight& weight, GemvEpilogue epilogue) {
+  DecodeGemvArgs a;
+  a.w = weight.values.raw_data();
+  a.x = static_cast<const float*>(a.w);
+  a.rows = static_cast<int>(weight.rows());
+  a.cols = static_cast<int>(weight.cols());
+  a.group_size = weight.group_size;
+  a.group_shift = chunk_group_shift(weight.group_size);
+  return choose_gemv_kernel(weight.dtype(), a, epilogue).reader;
+}
+
 }  // namespace
+
+bool decode_gemv_reads_quantized(const Weight& weight) {
+  return weight.dtype() == DataType::kINT4 && weight.cols() % kInt8InputBlock == 0 &&
+         reader_for(weight, GemvEpilogue::kStore) != GemvRowReader::kScalar;
+}
+
+bool decode_gemv_quantizes_output(const Weight& weight, GemvEpilogue epilogue) {
+  const bool swiglu = epilogue == GemvEpilogue::kSwiglu;
+  if (weight.dtype() != DataType::kINT4 || !(swiglu || epilogue == GemvEpilogue::kAccumulate)) return false;
+  if ((swiglu ? weight.rows() / 2 : weight.rows()) % kInt8InputBlock != 0) return false;
+  // Whether or not its own x comes quantized.
+  const GemvRowReader reader = reader_for(weight, epilogue);
+  return quantizes_outputs(reader, true, epilogue) && quantizes_outputs(reader, false, epilogue);
+}
 
 Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
   DecodeGemvArgs a;

@@ -59,7 +59,10 @@ struct DecodeGemvArgs {
   // The multi-token GEMV (multi_token_gemv.cu): x is [tokens, cols], out [tokens, rows], and
   // x_int8 holds x quantized by quantize_tokens_kernel (decode_gemv_int8_input.cuh).
   int tokens = 1;
-  const void* x_int8 = nullptr;
+  const void* x_int8 = nullptr;  // also: x handed on quantized in halves (QuantizedHalves)
+  // kAccumulate with a next norm, kSwiglu: where the output goes quantized in halves as well
+  // (DecodeGemv::out_quantized).
+  void* out_int8 = nullptr;
 };
 
 // DecodeGemvArgs::group_shift for groups of g: log2(g) when g is a power of two ≥ 16, else -1.

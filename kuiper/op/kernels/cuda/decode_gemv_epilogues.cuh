@@ -12,12 +12,16 @@
 //  - kAccumulate: out[row] += y, and with a next norm out · g and the sums of squares of out
 //    over runs of kDecodeSumsqRun rows. It synchronises the block, which is why every warp of
 //    the warp kernel runs the same loop (rows past the end re-read the last row).
+//  - With a.out_int8, kAccumulate's out · g and kSwiglu's out are also written quantized in
+//    halves of 16 (quantize_outputs), for the next GEMV: the block gathers its consecutive
+//    outputs in shared memory, and its first warp quantizes them.
 // What the fusions cost is kept off the weight stream: the norm's sums of squares come with x
 // from the GEMV that wrote it (rather than each block reducing x), and pairs of rows live in
 // one warp (rather than meeting across warps in shared memory).
 #pragma once
 
 #include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
+#include "kuiper/op/kernels/cuda/decode_gemv_int8_input.cuh"
 
 namespace kuiper::op::cuda {
 namespace {  // internal linkage: decode_gemv_args.cuh says why
@@ -33,6 +37,7 @@ __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int
   constexpr int kBlockRows = kRowWarps * kRows;
   static_assert(kBlockRows % kDecodeSumsqRun == 0);
   __shared__ float squares[kBlockRows];
+  __shared__ float handed[kBlockRows];  // out · g, where it goes on quantized
   // Lane r takes row r, so that the rows' reads of out and g are in flight together (one lane
   // walking the rows waits for each row's reads in turn).
   if (lane < kRows && owner) {
@@ -47,15 +52,17 @@ __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int
         my_y = y[r];
       }
     }
-    float sum = 0.f;
+    float sum = 0.f, normed = 0.f;
     if (my_valid) {
       const float residual = a.out[my_row];
       const float g = a.next_norm_weight != nullptr ? a.next_norm_weight[my_row] : 0.f;
       sum = residual + my_y;
+      normed = sum * g;
       a.out[my_row] = sum;
-      if (a.next_norm_weight != nullptr) a.next_normed[my_row] = sum * g;
+      if (a.next_norm_weight != nullptr) a.next_normed[my_row] = normed;
     }
     squares[warp * kRows + lane] = sum * sum;
+    handed[warp * kRows + lane] = normed;
   }
   if (a.next_norm_weight == nullptr) return;  // uniform across the block
   __syncthreads();
@@ -67,11 +74,46 @@ __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int
     for (int i = 0; i < kDecodeSumsqRun; ++i) sum += squares[t * kDecodeSumsqRun + i];
     a.next_sumsq[run] = sum;
   }
+  if constexpr (kBlockRows % 16 == 0) {
+    if (a.out_int8 != nullptr && t < 32) quantize_outputs<kBlockRows>(a, handed, blockIdx.x * kBlockRows, a.rows);
+  }
+}
+
+// silu(gate) · up, for one pair of swiglu rows.
+__device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.f + expf(-gate)) * up; }
+
+// kSwiglu: out[gate row] = silu(gate) · up for each pair, and with a.out_int8 the block's
+// outputs (consecutive: kRowWarps · kRows / 2 of them) quantized as well.
+template <int kRows, int kRowWarps>
+__device__ __forceinline__ void swiglu_epilogue(const DecodeGemvArgs& a, int warp, int lane, bool owner,
+                                                const int (&row)[kRows], const bool (&valid)[kRows],
+                                                const float (&y)[kRows]) {
+  static_assert(kRows % 2 == 0, "swiglu pairs rows");
+  constexpr int kPairs = kRows / 2, kBlockOutputs = kRowWarps * kPairs;
+  if constexpr (kBlockOutputs % 16 == 0) {
+    __shared__ float handed[kBlockOutputs];
+    if (lane == 0 && owner) {
+#pragma unroll
+      for (int j = 0; j < kPairs; ++j) {
+        const float h = silu_times(y[j], y[kPairs + j]);
+        if (valid[j]) a.out[row[j]] = h;
+        handed[warp * kPairs + j] = valid[j] ? h : 0.f;
+      }
+    }
+    if (a.out_int8 == nullptr) return;  // uniform across the block
+    __syncthreads();
+    if (threadIdx.x < 32) quantize_outputs<kBlockOutputs>(a, handed, blockIdx.x * kBlockOutputs, a.rows / 2);
+  } else if (lane == 0 && owner) {
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      if (valid[j]) a.out[row[j]] = silu_times(y[j], y[kPairs + j]);
+    }
+  }
 }
 
 // The epilogues that need no other thread, run by one: store the rows, add them to out (the
 // one-pass kernel's residual accumulate, which hands no norm on), or combine swiglu pairs (the
-// first half of the rows are gates, the second half their ups).
+// first half of the rows are gates, the second half their ups: the one-pass kernel's swiglu).
 template <GemvEpilogue kEpi, int kRows>
 __device__ __forceinline__ void write_rows(const DecodeGemvArgs& a, const int (&row)[kRows],
                                            const bool (&valid)[kRows], const float (&y)[kRows]) {
@@ -91,7 +133,7 @@ __device__ __forceinline__ void write_rows(const DecodeGemvArgs& a, const int (&
 #pragma unroll
     for (int j = 0; j < kRows / 2; ++j) {
       const float g = y[j];
-      if (valid[j]) a.out[row[j]] = g / (1.f + expf(-g)) * y[kRows / 2 + j];
+      if (valid[j]) a.out[row[j]] = silu_times(g, y[kRows / 2 + j]);
     }
   }
 }
@@ -164,6 +206,8 @@ __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, i
   }
   if constexpr (kEpi == GemvEpilogue::kAccumulate) {
     accumulate_epilogue<kRows, kRowWarps>(a, warp, lane, owner, row, valid, y);
+  } else if constexpr (kEpi == GemvEpilogue::kSwiglu) {
+    swiglu_epilogue<kRows, kRowWarps>(a, warp, lane, owner, row, valid, y);
   } else if (lane == 0 && owner) {
     if constexpr (kEpi == GemvEpilogue::kRopeKv) {
       write_rope_pairs(a, row, valid, y, load_rope_pairs(a, row));

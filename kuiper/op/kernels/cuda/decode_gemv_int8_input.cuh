@@ -4,6 +4,10 @@
 // bound, cpu/int4_cpu_kernels.h) and the sum of its int8 values. Two places hold it:
 //  - StagedInput (one token): every block quantizes x into its shared memory after the wait for
 //    the kernel that writes x. x is 16 KB for 4096 columns, small beside a block's weights.
+//  - QuantizedHalves (one token, x handed on quantized): the GEMV that wrote x also wrote it
+//    quantized in halves of 16, from the outputs each of its blocks holds (quantize_outputs);
+//    a block then reads 48 bytes per 32 inputs from L2 instead of quantizing all of x first
+//    (kernel_table.h, decode_quantized_x_bytes; docs/performance.md has the gain).
 //  - QuantizedTokens (several tokens): quantize_tokens_kernel quantizes all T rows of x once
 //    into global scratch, and every block reads them there (through L1). Quantizing T rows in
 //    every block would read T · cols · 4 bytes per block: at T = 8 and 4096 columns, 128 KB per
@@ -26,7 +30,7 @@ inline constexpr int kInt8InputBlock = 32;  // inputs per int8 scale: one chunk 
 // without opting in (40 bytes per block of 32, 40 KB here); longer ones take the scalar reader.
 inline constexpr int kInt8InputMaxCols = 32768;
 
-// A block of 32 inputs quantized: x̂_i = scale · q_i.
+// A block of 32 inputs (or a half of one, QuantizedHalves) quantized: x̂_i = scale · q_i.
 struct Int8InputBlock {
   float scale;
   int q_sum;  // Σ q_i
@@ -63,6 +67,20 @@ __host__ __device__ constexpr size_t quantized_tokens_bytes(int tokens, int cols
 __device__ __forceinline__ Int8Input int8_input_at(uint4* base, int cols) {
   const int blocks = cols / kInt8InputBlock;
   return {base, base + blocks, reinterpret_cast<Int8InputBlock*>(base + 2 * blocks)};
+}
+
+// x quantized in halves of 16 (decode_quantized_x_bytes): even and odd as in Int8Input, then
+// for block b its two halves, inputs 0-15 (even and odd words x, y) and 16-31 (z, w).
+struct Int8Halves {
+  uint4* even;
+  uint4* odd;
+  Int8InputBlock* halves;
+};
+
+__device__ __forceinline__ Int8Halves int8_halves_at(void* base, int n) {
+  auto* words = static_cast<uint4*>(base);
+  const int blocks = n / kInt8InputBlock;
+  return {words, words + blocks, reinterpret_cast<Int8InputBlock*>(words + 2 * blocks)};
 }
 
 // The block's quantized x in dynamic shared memory (StagedInput).
@@ -105,6 +123,43 @@ __device__ __forceinline__ void quantize_quad(const float4& v, int m, int quads,
   reinterpret_cast<uint16_t*>(s.even)[m] = pair(q0, q2);
   reinterpret_cast<uint16_t*>(s.odd)[m] = pair(q1, q3);
   if (m % 8 == 0) s.blocks[m / 8] = {scale, q_sum};
+}
+
+// Quantizes x_index (value v of x, n long) into half index / 16 of q. Every lane of the warp
+// calls it; lanes 16h .. 16h + 15 hold the 16 values of one half, in order, and find its
+// max|x| and Σ q together. Only those with `store` write. Rounding as quantize_quad's.
+__device__ __forceinline__ void quantize_half(float v, int index, bool store, const Int8Halves& q) {
+  float max_abs = fabsf(v);
+#pragma unroll
+  for (int offset = 8; offset > 0; offset /= 2) {
+    max_abs = max_or_nan(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
+  }
+  const float scale = max_abs / 127.f, inverse = max_abs > 0.f ? 127.f / max_abs : 0.f;
+  const int value = __float2int_rn(v * inverse);
+  int q_sum = value;
+#pragma unroll
+  for (int offset = 8; offset > 0; offset /= 2) q_sum += __shfl_xor_sync(0xffffffffu, q_sum, offset);
+  if (!store) return;
+  // Input i of block b: byte (i % 8) / 2 of word i / 8 of even[b] (i even) or odd[b] (i odd).
+  const int block = index / kInt8InputBlock, i = index % kInt8InputBlock;
+  auto* bytes = reinterpret_cast<int8_t*>((i % 2 == 0 ? q.even : q.odd) + block);
+  bytes[i / 8 * 4 + i % 8 / 2] = static_cast<int8_t>(value);
+  if (index % 16 == 0) q.halves[index / 16] = {scale, q_sum};
+}
+
+// Warp 0 of a block writes the kCount values it produced (outputs first .. first + kCount - 1 of
+// n, in shared memory) quantized into a.out_int8, after the block's barrier. first and kCount
+// are multiples of 16, so a block always holds whole halves.
+template <int kCount>
+__device__ __forceinline__ void quantize_outputs(const DecodeGemvArgs& a, const float* values, int first, int n) {
+  static_assert(kCount % 16 == 0, "a block quantizes whole halves of 16 outputs");
+  const Int8Halves q = int8_halves_at(a.out_int8, n);
+  const int lane = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int base = 0; base < kCount; base += 32) {
+    const int t = base + lane;
+    quantize_half(t < kCount ? values[t] : 0.f, first + t, t < kCount && first + t < n, q);
+  }
 }
 
 // Divides the scales of the block's quantized x by the rms of x, from each thread's share of
@@ -172,43 +227,59 @@ __global__ void __launch_bounds__(kQuantizeThreads)
   quantize_quad(v, m, quads, int8_input_at(x_int8 + token * quantized_token_words(cols), cols));
 }
 
-// One block of 32 inputs of one token, as the readers multiply it.
+// One block of 32 inputs of one token, as the readers multiply it: its int8 values and the
+// scale and Σ q of each of its kParts parts (1: the whole block; 2: its halves of 16).
+template <int kParts>
 struct Int8InputUnit {
   uint4 even, odd;
-  Int8InputBlock block;
+  Int8InputBlock part[kParts];
 };
 
 // Where the int8 readers find x (decode_gemv_int8_input_rows.cuh): each provides
 // load(a, token, c), block c of the token's quantized row; a staged one also the bytes and
 // the quantizing of the block's shared memory (decode_gemv_warp_kernel.cuh, StagesInput).
 struct StagedInput {
+  static constexpr int kParts = 1;
   static size_t bytes(const DecodeGemvArgs& a) { return int8_input_bytes(a.cols); }
   static __device__ void stage(const DecodeGemvArgs& a) { quantize_input(a); }
-  static __device__ Int8InputUnit load(const DecodeGemvArgs& a, int, int c) {
+  static __device__ Int8InputUnit<1> load(const DecodeGemvArgs& a, int, int c) {
     const Int8Input x = int8_input(a.cols);
-    return {x.even[c], x.odd[c], x.blocks[c]};
+    return {x.even[c], x.odd[c], {x.blocks[c]}};
   }
 };
 struct QuantizedTokens {
-  static __device__ Int8InputUnit load(const DecodeGemvArgs& a, int token, int c) {
+  static constexpr int kParts = 1;
+  static __device__ Int8InputUnit<1> load(const DecodeGemvArgs& a, int token, int c) {
     const int blocks = a.cols / kInt8InputBlock;
     const uint4* row = static_cast<const uint4*>(a.x_int8) + token * quantized_token_words(a.cols);
     const float2 block = load_after_wait(reinterpret_cast<const float2*>(row + 2 * blocks) + c);
-    return {load_after_wait(row + c), load_after_wait(row + blocks + c), {block.x, __float_as_int(block.y)}};
+    return {load_after_wait(row + c), load_after_wait(row + blocks + c), {{block.x, __float_as_int(block.y)}}};
+  }
+};
+struct QuantizedHalves {
+  static constexpr int kParts = 2;
+  static __device__ Int8InputUnit<2> load(const DecodeGemvArgs& a, int, int c) {
+    const Int8Halves x = int8_halves_at(const_cast<void*>(a.x_int8), a.cols);
+    const float4 halves = load_after_wait(reinterpret_cast<const float4*>(x.halves) + c);
+    return {load_after_wait(x.even + c), load_after_wait(x.odd + c),
+            {{halves.x, __float_as_int(halves.y)}, {halves.z, __float_as_int(halves.w)}}};
   }
 };
 
-// Σ q · p over a block of 32 weights q and their int8 inputs p, added to acc: lo holds the
-// weights that pair with the even inputs, hi those that pair with the odd ones.
-__device__ __forceinline__ int dot32_int8(const uint4& lo, const uint4& hi, const Int8InputUnit& x, int acc) {
-  acc = __dp4a(static_cast<int>(lo.x), static_cast<int>(x.even.x), acc);
-  acc = __dp4a(static_cast<int>(hi.x), static_cast<int>(x.odd.x), acc);
-  acc = __dp4a(static_cast<int>(lo.y), static_cast<int>(x.even.y), acc);
-  acc = __dp4a(static_cast<int>(hi.y), static_cast<int>(x.odd.y), acc);
-  acc = __dp4a(static_cast<int>(lo.z), static_cast<int>(x.even.z), acc);
-  acc = __dp4a(static_cast<int>(hi.z), static_cast<int>(x.odd.z), acc);
-  acc = __dp4a(static_cast<int>(lo.w), static_cast<int>(x.even.w), acc);
-  return __dp4a(static_cast<int>(hi.w), static_cast<int>(x.odd.w), acc);
+// Σ q · p over part `part` of kParts of a block of 32 weights q and their int8 inputs p (the
+// whole block, or half of it), added to acc: lo holds the weights that pair with the even inputs,
+// hi those that pair with the odd ones; word k of each covers inputs 8k .. 8k + 7.
+template <int kParts>
+__device__ __forceinline__ int dot_int8(const uint4& lo, const uint4& hi, const Int8InputUnit<kParts>& x, int part,
+                                        int acc) {
+  const auto word = [](const uint4& v, int k) { return static_cast<int>(k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w); };
+  constexpr int kWords = 4 / kParts;
+#pragma unroll
+  for (int k = part * kWords; k < (part + 1) * kWords; ++k) {
+    acc = __dp4a(word(lo, k), word(x.even, k), acc);
+    acc = __dp4a(word(hi, k), word(x.odd, k), acc);
+  }
+  return acc;
 }
 
 }  // namespace

@@ -117,17 +117,28 @@ struct Int8InputChunks {
       for (int r = 0; r < kRows; ++r) Weights::split(l.unit[r][u], lo[r], hi[r]);
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
-        const Int8InputUnit x = Input::load(a, min(first_token + t, a.tokens - 1), c);
-        const int offset = -zero * x.block.q_sum;
-        const float x_sum = x.block.scale * static_cast<float>(x.block.q_sum);  // Σ x̂, for the min
+        constexpr int kParts = Input::kParts;
+        const Int8InputUnit<kParts> x = Input::load(a, min(first_token + t, a.tokens - 1), c);
+        float x_sum = 0.f;  // Σ x̂, for the min
+#pragma unroll
+        for (int p = 0; p < kParts; ++p) x_sum += x.part[p].scale * static_cast<float>(x.part[p].q_sum);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           const auto& w = l.unit[r][u];
-          const float dot = static_cast<float>(dot32_int8(lo[r], hi[r], x, offset));
-          if constexpr (Weights::kMins) {
-            s.sum[t][r] += w.scale * x.block.scale * dot + w.min * x_sum;
+          float product;  // Σ w · x̂ over the block, before the weight's scale
+          if constexpr (kParts == 1) {
+            product = x.part[0].scale * static_cast<float>(dot_int8(lo[r], hi[r], x, 0, -zero * x.part[0].q_sum));
           } else {
-            s.sum[t][r] += w.scale * x.block.scale * dot;
+            product = 0.f;
+#pragma unroll
+            for (int p = 0; p < kParts; ++p) {
+              product += x.part[p].scale * static_cast<float>(dot_int8(lo[r], hi[r], x, p, -zero * x.part[p].q_sum));
+            }
+          }
+          if constexpr (Weights::kMins) {
+            s.sum[t][r] += w.scale * product + w.min * x_sum;
+          } else {
+            s.sum[t][r] += w.scale * product;
           }
         }
       }
@@ -151,6 +162,10 @@ using Int4Int8Chunks = Int8InputChunks<Int4Units, StagedInput, kRowsPerWarp, kBu
 // (int4: one).
 template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 using Int8Int8Chunks = Int8InputChunks<Int8Units, StagedInput, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
+
+// The one-token int4 reader for x handed on quantized in halves by the GEMV that wrote it.
+template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
+using Int4HalvesChunks = Int8InputChunks<Int4Units, QuantizedHalves, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
 
 // The multi-token readers: x of kTokensPerWarp tokens quantized once (quantize_tokens_kernel).
 template <typename Weights, int kRowsPerWarp, int kBurstLoads, int kTokensPerWarp, int kMinBlocksPerSm = 2>
