@@ -18,6 +18,7 @@
 #include "batch_bench.h"
 #include "cli_common.h"
 #include "guarded_main.h"
+#include "kuiper/base/device.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
 
 namespace kuiper {
@@ -278,11 +279,13 @@ static int program_main(int argc, char** argv) {
       if (auto t = run(0, fill, true); !t.ok()) return cli::fail("llama_bench", t.status());
     }
     std::vector<double> times;
+    profile_range_begin();  // a profiler's window (tools/cuda_kernel_trace.cpp): the decode alone
     for (int r = 0; r < repeats; ++r) {
       auto t = run(fill, decode_tokens, false);
       if (!t.ok()) return cli::fail("llama_bench", t.status());
       times.push_back(*t / decode_tokens);
     }
+    profile_range_end();
     const double per_token = median(times);
     const double bytes = model->weight_bytes() + kv_row_bytes * (fill + decode_tokens / 2.0);
     const double gbs = bytes / per_token / 1e9;

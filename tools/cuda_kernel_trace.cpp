@@ -41,8 +41,24 @@ std::string readable(const char* mangled) {
   char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string name = status == 0 && demangled != nullptr ? demangled : mangled;
   std::free(demangled);
-  // Template arguments make names unreadable in a table; keep the kernel's own name and the first ones.
-  if (name.size() > 110) name = name.substr(0, 107) + "...";
+  // Namespaces and parameter lists make names unreadable in a table, and would cut off the
+  // template arguments that tell one decode GEMV from another.
+  for (const std::string qualifier : {"kuiper::op::cuda::", "(anonymous namespace)::", "kuiper::op::"}) {
+    for (size_t at = name.find(qualifier); at != std::string::npos; at = name.find(qualifier, at)) {
+      name.erase(at, qualifier.size());
+    }
+  }
+  if (!name.empty() && name.back() == ')') {
+    int depth = 0;
+    for (size_t i = name.size(); i-- > 0;) {
+      depth += name[i] == ')' ? 1 : name[i] == '(' ? -1 : 0;
+      if (depth == 0) {
+        name.erase(i);
+        break;
+      }
+    }
+  }
+  if (name.size() > 150) name = name.substr(0, 147) + "...";
   return name;
 }
 
