@@ -443,6 +443,52 @@ TEST_F(CudaKernels, RopeKvStoreMatchesRopeThenCacheStore) {
   }
 }
 
+// x quantized in halves of 16 (kernel_table.h, decode_quantized_x_bytes), read back from its
+// bytes: for block b of 32, even values in 16 bytes at b, odd ones in 16 bytes after all blocks'
+// even ones (value k at byte k / 8 * 4 + k % 8 / 2), then each half's scale and Σ q.
+struct DecodedHalves {
+  std::vector<int> q;
+  std::vector<float> scale;
+  std::vector<int> q_sum;
+};
+DecodedHalves decode_halves(const Tensor& quantized, int64_t n) {
+  const auto* bytes = quantized.data<int8_t>();
+  DecodedHalves d{std::vector<int>(n), std::vector<float>(n / 16), std::vector<int>(n / 16)};
+  const int64_t blocks = n / 32;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = i / 32, k = i % 32;
+    const int64_t base = (k % 2 == 0 ? 0 : blocks * 16) + b * 16;
+    d.q[i] = bytes[base + k / 8 * 4 + k % 8 / 2];
+  }
+  for (int64_t h = 0; h < n / 16; ++h) {
+    std::memcpy(&d.scale[h], bytes + blocks * 32 + h * 8, 4);
+    std::memcpy(&d.q_sum[h], bytes + blocks * 32 + h * 8 + 4, 4);
+  }
+  return d;
+}
+
+// `values` (fp32, on the host) against their quantized form (int8, on the host): each half's
+// scale max|x| / 127 and Σ q, and every value within half a step of its half's scale.
+void expect_quantized_halves(const Tensor& values, const Tensor& quantized, const std::string& what) {
+  const int64_t n = values.numel();
+  ASSERT_EQ(quantized.numel(), op::decode_quantized_x_bytes(n)) << what;
+  const DecodedHalves d = decode_halves(quantized, n);
+  const float* v = values.data<float>();
+  for (int64_t h = 0; h < n / 16; ++h) {
+    float max_abs = 0;
+    int sum = 0;
+    for (int64_t i = h * 16; i < h * 16 + 16; ++i) {
+      max_abs = std::max(max_abs, std::fabs(v[i]));
+      sum += d.q[i];
+    }
+    ASSERT_NEAR(d.scale[h], max_abs / 127, 1e-6 * max_abs) << what << ", half " << h;
+    ASSERT_EQ(d.q_sum[h], sum) << what << ", half " << h;
+    for (int64_t i = h * 16; i < h * 16 + 16; ++i) {
+      ASSERT_NEAR(d.scale[h] * d.q[i], v[i], 0.5001 * d.scale[h] + 1e-30) << what << ", value " << i;
+    }
+  }
+}
+
 struct AttentionCase {
   int n_kv_heads, group, head_dim;
 };
@@ -519,6 +565,45 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
         check(dtype, c, capacity, {length - 1}, 2e-5);
       }
     }
+  }
+}
+
+// Decode attention that also writes its output quantized for an int4 wo (kernel_table.h,
+// AttentionQuantizedOutputKernel): the fp32 output against the CPU as above, and its quantized
+// form against that output. Capacities of one split's rows (where the plain kernel would not
+// split, and this one must still reach the combine that quantizes) and of several.
+TEST_F(CudaAttention, DecodeWritesItsOutputQuantizedForTheGemvAfterIt) {
+  for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}}) {
+    const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};
+    const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim, q_dim = int64_t{shape.n_heads} * c.head_dim;
+    for (auto [capacity, length] : {std::pair<int64_t, int32_t>{48, 20}, {64, 64}, {700, 650}}) {
+      SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", capacity " + std::to_string(capacity) +
+                   ", length " + std::to_string(length));
+      const Tensor k_cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
+      const Tensor v_cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
+      const Tensor q = test::random_tensor({1, q_dim}, rng_, -2.f, 2.f);
+      const Tensor pos = int_tensor({length - 1});
+      Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {1, q_dim}).value();
+      KUIPER_ASSERT_OK(cpu_.attention[at(DataType::kFP32)](q, widen(k_cache), widen(v_cache), pos, shape, expected,
+                                                           ctx()));
+      const Tensor gpu_q = upload(q), gpu_k = upload(k_cache), gpu_v = upload(v_cache), gpu_pos = upload(pos);
+      Tensor out = poisoned_gpu({1, q_dim});
+      Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(q_dim)}).value());
+      KUIPER_ASSERT_OK(gpu_.attention_quantized_output[at(DataType::kBF16)](gpu_q, gpu_k, gpu_v, gpu_pos, shape, out,
+                                                                            quantized, ctx()));
+      const Tensor got = download(out);
+      EXPECT_LT(error_vs(got, expected), 2e-5);
+      expect_quantized_halves(got, download(quantized), "attention output");
+    }
+    // Only one row, and heads of whole blocks of 32, are written quantized.
+    Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(2 * q_dim)}).value());
+    Tensor two_rows = poisoned_gpu({2, q_dim});
+    const Tensor cache = upload(round_to(test::random_tensor({64, kv_dim}, rng_), DataType::kBF16));
+    EXPECT_EQ(gpu_.attention_quantized_output[at(DataType::kBF16)](upload(test::random_tensor({2, q_dim}, rng_)), cache,
+                                                                   cache, upload(int_tensor({3, 4})), shape, two_rows,
+                                                                   quantized, ctx())
+                  .code(),
+              StatusCode::kUnsupported);
   }
 }
 
@@ -948,46 +1033,8 @@ TEST_F(CudaDecodeGemv, StagedReadersNormalizeXAsTheyQuantizeIt) {
 // that instead fails), within test::quantized_product's bounds of the product of the exact input
 // (rounding in halves of 16 moves it no more than in blocks of 32).
 TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
-  const auto decode_halves = [](const std::vector<int8_t>& bytes, int64_t n) {
-    struct Decoded {
-      std::vector<int> q;
-      std::vector<float> scale;
-      std::vector<int> q_sum;
-    } d{std::vector<int>(n), std::vector<float>(n / 16), std::vector<int>(n / 16)};
-    const int64_t blocks = n / 32;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t b = i / 32, k = i % 32;
-      const int64_t base = (k % 2 == 0 ? 0 : blocks * 16) + b * 16;
-      d.q[i] = bytes[base + k / 8 * 4 + k % 8 / 2];
-    }
-    for (int64_t h = 0; h < n / 16; ++h) {
-      std::memcpy(&d.scale[h], bytes.data() + blocks * 32 + h * 8, 4);
-      std::memcpy(&d.q_sum[h], bytes.data() + blocks * 32 + h * 8 + 4, 4);
-    }
-    return d;
-  };
-  const auto bytes_of = [&](const Tensor& gpu) {
-    const Tensor host = download(gpu);
-    return std::vector<int8_t>(host.data<int8_t>(), host.data<int8_t>() + host.numel());
-  };
-  // The producer's output `values` (n) against its quantized form.
   const auto expect_quantized = [&](const Tensor& values, const Tensor& quantized, const std::string& what) {
-    const int64_t n = values.numel();
-    const auto d = decode_halves(bytes_of(quantized), n);
-    const float* v = values.data<float>();
-    for (int64_t h = 0; h < n / 16; ++h) {
-      float max_abs = 0;
-      int sum = 0;
-      for (int64_t i = h * 16; i < h * 16 + 16; ++i) {
-        max_abs = std::max(max_abs, std::fabs(v[i]));
-        sum += d.q[i];
-      }
-      ASSERT_NEAR(d.scale[h], max_abs / 127, 1e-6 * max_abs) << what << ", half " << h;
-      ASSERT_EQ(d.q_sum[h], sum) << what << ", half " << h;
-      for (int64_t i = h * 16; i < h * 16 + 16; ++i) {
-        ASSERT_NEAR(d.scale[h] * d.q[i], v[i], 0.5001 * d.scale[h] + 1e-30) << what << ", value " << i;
-      }
-    }
+    expect_quantized_halves(values, download(quantized), what);
   };
   // The consumer over in_quantized, against the product of `x` (its exact input).
   const auto expect_consumer = [&](const op::Weight& w, const Tensor& x, const Tensor* sumsq, const Tensor& quantized,

@@ -413,6 +413,11 @@ Status LlamaModel::allocate_buffers() {
       KUIPER_ASSIGN_OR_RETURN(swiglu_quantized_,
                               Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(hidden)}, alloc));
     }
+    if (std::any_of(quantized_handoffs_.begin(), quantized_handoffs_.end(),
+                    [](const QuantizedHandoffs& h) { return h.attention; })) {
+      KUIPER_ASSIGN_OR_RETURN(attention_quantized_,
+                              Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(q_dim)}, alloc));
+    }
   } else {
     KUIPER_ASSIGN_OR_RETURN(full_.k, f32({rows, kv}));
     KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
@@ -513,12 +518,13 @@ Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activat
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttention, a.normed, fused));
   KUIPER_RETURN_IF_ERROR(project_qkv(layer, a, fused));
   Tensor& attended = fused ? a.attention_fp32 : a.attention;
-  KUIPER_RETURN_IF_ERROR(
-      attention_.attend(a.q, a.positions, keys(layer, a), values(layer, a), a.paged, attended, *ctx_));
-  KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttentionOutput, attended, fused));
   const QuantizedHandoffs& quantized = quantized_handoffs_[index];
-  KUIPER_RETURN_IF_ERROR(
-      add_to_residual(layer.wo, layer.bo, attended, layer.ffn_norm, a, fused, nullptr, fused && quantized.wo));
+  Tensor* attended_quantized = fused && quantized.attention ? &attention_quantized_ : nullptr;
+  KUIPER_RETURN_IF_ERROR(attention_.attend(a.q, a.positions, keys(layer, a), values(layer, a), a.paged, attended,
+                                           *ctx_, attended_quantized));
+  KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttentionOutput, attended, fused));
+  KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, attended, layer.ffn_norm, a, fused, attended_quantized,
+                                         fused && quantized.wo));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForward, a.normed, fused));
   KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForwardHidden, a.hidden, fused));
@@ -542,10 +548,13 @@ Status LlamaModel::plan_quantized_handoffs() {
   const auto hands_on = [&](const op::MatMul& from, op::GemvEpilogue epilogue, const op::MatMul& to) {
     return table.decode_gemv_quantizes_output(from.weight(), epilogue) && table.decode_gemv_reads_quantized(to.weight());
   };
+  const bool attention_quantizes = table.attention_quantized_output[static_cast<int>(kv_dtype_)] != nullptr &&
+                                   config_.head_dim() % 32 == 0;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
     const op::MatMul& next = l + 1 < layers_.size() ? layers_[l + 1].wqkv : classifier_;
-    quantized_handoffs_[l] = {hands_on(layer.wo, op::GemvEpilogue::kAccumulate, layer.w13),
+    quantized_handoffs_[l] = {attention_quantizes && table.decode_gemv_reads_quantized(layer.wo.weight()),
+                              hands_on(layer.wo, op::GemvEpilogue::kAccumulate, layer.w13),
                               hands_on(layer.w13, op::GemvEpilogue::kSwiglu, layer.w2),
                               hands_on(layer.w2, op::GemvEpilogue::kAccumulate, next)};
   }

@@ -168,11 +168,11 @@ class LlamaModel {
     Tensor quantized;  // int8 [decode_quantized_x_bytes(dim)]
     bool quantized_written = false;
   };
-  // Which fused decode GEMVs of a layer hand their output on quantized (each where it can and
-  // the GEMV reading that output reads it so): wo to w1|w3, w1|w3 to w2, w2 to the next layer's
-  // wq|wk|wv (or the classifier).
+  // Which fused decode kernels of a layer hand their output on quantized (each where it can and
+  // the GEMV reading that output reads it so): attention to wo, wo to w1|w3, w1|w3 to w2, w2 to
+  // the next layer's wq|wk|wv (or the classifier).
   struct QuantizedHandoffs {
-    bool wo = false, w13 = false, w2 = false;
+    bool attention = false, wo = false, w13 = false, w2 = false;
   };
 
   // The other ranks of a tensor-parallel group, held by rank 0 (llama_model.cpp).
@@ -293,6 +293,7 @@ class LlamaModel {
   NormHandoff handoff_;       // fused decode only
   std::vector<QuantizedHandoffs> quantized_handoffs_;  // by layer; all off unless fused on one rank
   Tensor swiglu_quantized_;   // w1|w3's output quantized for w2, where quantized_handoffs_ say
+  Tensor attention_quantized_;  // attention's output quantized for wo, where quantized_handoffs_ say
   Tensor logits_;             // [vocab]
   // A split vocabulary: this rank's logits [max_sequences, vocab / ranks] and the gathered
   // [ranks, max_sequences, vocab / ranks] before they are put in row order.

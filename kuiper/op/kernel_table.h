@@ -69,6 +69,14 @@ using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const
                                    const Tensor& positions, const AttentionShape& shape,
                                    Tensor& out, const ExecutionContext& ctx);
 
+// Optional: attention of one query row over a contiguous cache (decode) that writes its output
+// out [1, n_heads*head_dim] in fp32 and quantized as well, into out_quantized (int8
+// [decode_quantized_x_bytes(n_heads*head_dim)], below), for an int4 wo to read
+// (DecodeGemv::in_quantized). head_dim must be a multiple of 32. Otherwise as AttentionKernel.
+using AttentionQuantizedOutputKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                                  const Tensor& positions, const AttentionShape& shape, Tensor& out,
+                                                  Tensor& out_quantized, const ExecutionContext& ctx);
+
 // A paged KV cache: the caches are a pool of slots [blocks * block_size, kv_dim]; sequence s
 // keeps position p in slot block_tables[s, p / block_size] * block_size + p % block_size.
 struct PagedKv {
@@ -210,6 +218,7 @@ struct KernelTable {
   DecodeGemvKernel decode_gemv[kNumDataTypes] = {};
   DecodeGemvReadsQuantized decode_gemv_reads_quantized = nullptr;    // null: never
   DecodeGemvQuantizesOutput decode_gemv_quantizes_output = nullptr;  // null: never
+  AttentionQuantizedOutputKernel attention_quantized_output[kNumDataTypes] = {};  // by cache dtype
   RopeKvStoreKernel rope_kv_store = nullptr;
   SwigluStackedKernel swiglu_stacked = nullptr;
 };

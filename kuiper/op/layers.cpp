@@ -70,9 +70,15 @@ Status Attention::store(const Tensor& k, const Tensor& v, const Tensor& slots, T
 }
 
 Status Attention::attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache, const Tensor& v_cache,
-                         const PagedKv* paged, Tensor& out, const ExecutionContext& ctx) const {
+                         const PagedKv* paged, Tensor& out, const ExecutionContext& ctx, Tensor* out_quantized) const {
   const DeviceType device = q.device();
   const DataType cache_dtype = k_cache.dtype();
+  if (out_quantized != nullptr) {
+    if (paged != nullptr) return invalid_argument("attention writes its output quantized over a contiguous cache only");
+    KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).attention_quantized_output[index_of(cache_dtype)],
+                                                     "attention with quantized output", device, cache_dtype));
+    return kernel(q, k_cache, v_cache, positions, shape_, out, *out_quantized, ctx);
+  }
   if (paged != nullptr) {
     KUIPER_ASSIGN_OR_RETURN(auto kernel, pick_kernel(kernel_table(device).paged_attention[index_of(cache_dtype)],
                                                      "paged attention", device, cache_dtype));

@@ -54,9 +54,11 @@ void launch_streaming_decode(const AttentionParams<T>& p, dim3 grid, cudaStream_
   }
 }
 
+// out_quantized: null, or where one row's output also goes quantized in halves (the combine
+// writes it, so such a launch always splits).
 template <typename T>
 Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-              const Tensor& positions, const AttentionShape& shape, Tensor& out,
+              const Tensor& positions, const AttentionShape& shape, Tensor& out, Tensor* out_quantized,
               const ExecutionContext& ctx) {
   const cudaStream_t stream = as_cuda_stream(ctx.stream());
   KUIPER_RETURN_IF_ERROR(prefer_shared_memory<T>(ctx));
@@ -84,6 +86,8 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
         std::max<int64_t>(kDecodeSplitMinRows, (context + kDecodeMaxSplits - 1) / kDecodeMaxSplits);
     p.span = static_cast<int>((rows + p.tile_rows - 1) / p.tile_rows * p.tile_rows);
     p.splits = static_cast<int>((context + p.span - 1) / p.span);
+    // A split past the length writes nothing; the combine then merges the one that does.
+    if (out_quantized != nullptr) p.splits = std::max(p.splits, 2);
   } else {
     p.span = static_cast<int>(std::min<int64_t>(context, INT32_MAX));
     p.splits = 1;
@@ -110,17 +114,15 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));
     attention_combine_kernel<<<combine_grid, kCombineThreads, 0, stream>>>(
         p.partial_out, p.partial_max_sum, p.positions, context, shape.n_heads, shape.head_dim,
-        p.span, p.splits, p.out);
+        p.span, p.splits, p.out, out_quantized != nullptr ? out_quantized->raw_data() : nullptr);
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention combine");
   }
   return ok_status();
 }
 
-}  // namespace
-
-Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                 const Tensor& positions, const AttentionShape& shape, Tensor& out,
-                 const ExecutionContext& ctx) {
+// The public entries' shared checks and dispatch.
+Status attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+              const AttentionShape& shape, Tensor& out, Tensor* out_quantized, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(expect_cuda(q, DataType::kFP32, "attention q"));
   KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(k_cache, "key cache"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
@@ -135,13 +137,39 @@ Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        std::to_string(kMaxGridY) + " rows, got head_dim " + std::to_string(hd) +
                        " and " + std::to_string(tokens) + " rows");
   }
+  if (out_quantized != nullptr) {
+    const int64_t n = static_cast<int64_t>(shape.n_heads) * hd;
+    if (tokens != 1 || hd % kInt8InputBlock != 0) {
+      return unsupported("cuda attention writes its output quantized for one row with head_dim a multiple of " +
+                         std::to_string(kInt8InputBlock) + ", got " + std::to_string(tokens) + " rows, head_dim " +
+                         std::to_string(hd));
+    }
+    KUIPER_RETURN_IF_ERROR(expect_cuda(*out_quantized, DataType::kINT8, "attention quantized output"));
+    if (out_quantized->numel() != decode_quantized_x_bytes(n)) {
+      return invalid_argument("attention quantized output " + out_quantized->describe() + " does not fit " +
+                              std::to_string(n) + " outputs");
+    }
+  }
   if (tokens == 0) return ok_status();
   if (tokens > 1 && tensor_core_prefill_fits(q, k_cache, v_cache, shape, out)) {
     return tensor_core_prefill(q, k_cache, v_cache, positions, shape, out, ctx);
   }
   return dispatch_float_type(k_cache.dtype(), [&](auto zero) {
-    return launch<decltype(zero)>(q, k_cache, v_cache, positions, shape, out, ctx);
+    return launch<decltype(zero)>(q, k_cache, v_cache, positions, shape, out, out_quantized, ctx);
   });
+}
+
+}  // namespace
+
+Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                 const AttentionShape& shape, Tensor& out, const ExecutionContext& ctx) {
+  return attend(q, k_cache, v_cache, positions, shape, out, nullptr, ctx);
+}
+
+Status attention_quantized_output(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const Tensor& positions, const AttentionShape& shape, Tensor& out,
+                                  Tensor& out_quantized, const ExecutionContext& ctx) {
+  return attend(q, k_cache, v_cache, positions, shape, out, &out_quantized, ctx);
 }
 
 }  // namespace kuiper::op::cuda

@@ -15,6 +15,7 @@ KernelTable make_cuda_table() {
     t.matmul[at(d)] = cuda::matmul;
     t.kv_store[at(d)] = cuda::kv_store;
     t.attention[at(d)] = cuda::attention;
+    t.attention_quantized_output[at(d)] = cuda::attention_quantized_output;
     t.paged_attention[at(d)] = cuda::paged_attention;
   }
   for (DataType d : {DataType::kFP32, DataType::kFP16, DataType::kBF16, DataType::kINT8, DataType::kINT4}) {

@@ -21,6 +21,9 @@ Status kv_store(const Tensor& k, const Tensor& v, const Tensor& positions, Tenso
 Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                  const Tensor& positions, const AttentionShape& shape, Tensor& out,
                  const ExecutionContext& ctx);
+Status attention_quantized_output(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const Tensor& positions, const AttentionShape& shape, Tensor& out,
+                                  Tensor& out_quantized, const ExecutionContext& ctx);
 Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
                        const PagedKv& paged, const AttentionShape& shape, Tensor& out, const ExecutionContext& ctx);
 Status swiglu(const Tensor& gate, const Tensor& up, Tensor& out, const ExecutionContext& ctx);

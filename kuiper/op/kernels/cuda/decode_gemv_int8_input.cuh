@@ -20,21 +20,14 @@
 #include <cub/block/block_reduce.cuh>
 
 #include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
+#include "kuiper/op/kernels/cuda/int8_halves.cuh"
 
 namespace kuiper::op::cuda {
 namespace {  // internal linkage: decode_gemv_args.cuh says why
 
-inline constexpr int kInt8InputBlock = 32;  // inputs per int8 scale: one chunk of int4 weights
-
 // The longest rows whose quantized x fits the 48 KB of dynamic shared memory a block gets
 // without opting in (40 bytes per block of 32, 40 KB here); longer ones take the scalar reader.
 inline constexpr int kInt8InputMaxCols = 32768;
-
-// A block of 32 inputs (or a half of one, QuantizedHalves) quantized: x̂_i = scale · q_i.
-struct Int8InputBlock {
-  float scale;
-  int q_sum;  // Σ q_i
-};
 
 // x quantized (int8_input_bytes per token): for block b, even[b] holds in word k the q of inputs
 // 8k, 8k + 2, 8k + 4, 8k + 6 (byte order), odd[b] those of 8k + 1, ..., 8k + 7. The int4 reader
@@ -69,33 +62,10 @@ __device__ __forceinline__ Int8Input int8_input_at(uint4* base, int cols) {
   return {base, base + blocks, reinterpret_cast<Int8InputBlock*>(base + 2 * blocks)};
 }
 
-// x quantized in halves of 16 (decode_quantized_x_bytes): even and odd as in Int8Input, then
-// for block b its two halves, inputs 0-15 (even and odd words x, y) and 16-31 (z, w).
-struct Int8Halves {
-  uint4* even;
-  uint4* odd;
-  Int8InputBlock* halves;
-};
-
-__device__ __forceinline__ Int8Halves int8_halves_at(void* base, int n) {
-  auto* words = static_cast<uint4*>(base);
-  const int blocks = n / kInt8InputBlock;
-  return {words, words + blocks, reinterpret_cast<Int8InputBlock*>(words + 2 * blocks)};
-}
-
 // The block's quantized x in dynamic shared memory (StagedInput).
 __device__ __forceinline__ Int8Input int8_input(int cols) {
   extern __shared__ uint4 staged[];
   return int8_input_at(staged, cols);
-}
-
-// The larger of a and b, or NaN where either is NaN (fmaxf would drop it): a NaN input makes its
-// block's scale NaN, so that it reaches every output as it does in fp32, instead of being
-// quantized to 0.
-__device__ __forceinline__ float max_or_nan(float a, float b) {
-  float m;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
-  return m;
 }
 
 // Quantizes float4 m of x (inputs 4m .. 4m + 3) into `s`. The 8 float4s of a block of 32 are
@@ -123,28 +93,6 @@ __device__ __forceinline__ void quantize_quad(const float4& v, int m, int quads,
   reinterpret_cast<uint16_t*>(s.even)[m] = pair(q0, q2);
   reinterpret_cast<uint16_t*>(s.odd)[m] = pair(q1, q3);
   if (m % 8 == 0) s.blocks[m / 8] = {scale, q_sum};
-}
-
-// Quantizes x_index (value v of x, n long) into half index / 16 of q. Every lane of the warp
-// calls it; lanes 16h .. 16h + 15 hold the 16 values of one half, in order, and find its
-// max|x| and Σ q together. Only those with `store` write. Rounding as quantize_quad's.
-__device__ __forceinline__ void quantize_half(float v, int index, bool store, const Int8Halves& q) {
-  float max_abs = fabsf(v);
-#pragma unroll
-  for (int offset = 8; offset > 0; offset /= 2) {
-    max_abs = max_or_nan(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
-  }
-  const float scale = max_abs / 127.f, inverse = max_abs > 0.f ? 127.f / max_abs : 0.f;
-  const int value = __float2int_rn(v * inverse);
-  int q_sum = value;
-#pragma unroll
-  for (int offset = 8; offset > 0; offset /= 2) q_sum += __shfl_xor_sync(0xffffffffu, q_sum, offset);
-  if (!store) return;
-  // Input i of block b: byte (i % 8) / 2 of word i / 8 of even[b] (i even) or odd[b] (i odd).
-  const int block = index / kInt8InputBlock, i = index % kInt8InputBlock;
-  auto* bytes = reinterpret_cast<int8_t*>((i % 2 == 0 ? q.even : q.odd) + block);
-  bytes[i / 8 * 4 + i % 8 / 2] = static_cast<int8_t>(value);
-  if (index % 16 == 0) q.halves[index / 16] = {scale, q_sum};
 }
 
 // Warp 0 of a block writes the kCount values it produced (outputs first .. first + kCount - 1 of
