@@ -3,7 +3,8 @@
 // on the tensor cores (attention_prefill.cu) and decode streams the cache through registers
 // (attention_decode_kernel.cuh); everything else runs the tiled CUDA-core kernel
 // (attention_kernels.cuh). Decode splits the cache into ranges whose partial results the
-// combine kernel merges (flash-decoding).
+// combine kernel merges (flash-decoding); for an int4 wo the combine also writes the output
+// quantized (attention_quantized_output).
 #include <algorithm>
 #include <cmath>
 
