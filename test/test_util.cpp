@@ -246,9 +246,14 @@ double stories_decode_logit_error(const ModelOptions& options, const ModelOption
   std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 54, 71, 260, 300, 9};
   const size_t prompt = tokens.size();
   for (int i = 0; i < 40; ++i) tokens.push_back((i * 37 + 11) % 512);
-  const int64_t vocab = ckpt->config.vocab_size;
-  auto ref_model = LlamaModel::create(ckpt->config, ckpt->weights, reference);
-  auto model = LlamaModel::create(ckpt->config, ckpt->weights, options);
+  return decode_logit_error(*ckpt, tokens, prompt, options, reference);
+}
+
+double decode_logit_error(const Checkpoint& checkpoint, const std::vector<int32_t>& tokens, size_t prompt,
+                          const ModelOptions& options, const ModelOptions& reference) {
+  const int64_t vocab = checkpoint.config.vocab_size;
+  auto ref_model = LlamaModel::create(checkpoint.config, checkpoint.weights, reference);
+  auto model = LlamaModel::create(checkpoint.config, checkpoint.weights, options);
   EXPECT_TRUE(ref_model.ok() && model.ok());
   if (!ref_model.ok() || !model.ok()) return INFINITY;
   EXPECT_EQ((*model)->weight_dtype(), options.weight_dtype.value_or((*model)->weight_dtype()));

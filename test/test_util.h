@@ -104,10 +104,14 @@ QuantizedProduct quantized_product(const Tensor& in, const op::Weight& w);
 // fp32 inputs (`rounds_input` false), also within 1e-5 relative L2 over all outputs.
 void check_cuda_decode_gemv(const op::Weight& w, bool rounds_input, std::mt19937& rng);
 
-// stories260K as `options` loads it, given a 10-token prompt as one prefill and then 40 forced
-// tokens one at a time (the decode path): the worst relative L2 error of its logits at those 41
-// positions against one prefill of all the tokens by the model `reference` loads. Fails the
-// test (and returns infinity) where a model cannot be made or run, or loads another weight dtype.
+// `checkpoint` as `options` loads it, given tokens[0, prompt) as one prefill and then the rest
+// one at a time (the decode path): the worst relative L2 error of its logits at those positions
+// against one prefill of all the tokens by the model `reference` loads. Fails the test (and
+// returns infinity) where a model cannot be made or run, or loads another weight dtype.
+double decode_logit_error(const Checkpoint& checkpoint, const std::vector<int32_t>& tokens, size_t prompt,
+                          const ModelOptions& options, const ModelOptions& reference);
+
+// decode_logit_error of stories260K: a 10-token prompt, then 40 forced tokens.
 double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference);
 
 // Six sequences run together through an Engine over `model` (prompts {1, 403 + i, 407,
