@@ -6,6 +6,7 @@
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int4_weight.h"
 #include "kuiper/op/int8_weight.h"
+#include "kuiper/op/kernels/cuda/cuda_backend.cuh"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_int8_input_rows.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_one_pass_kernel.cuh"
@@ -169,18 +170,25 @@ Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue e
   return launch_warp<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, epilogue, stream);
 }
 
+// How an int4 GEMV takes x: quantized by each of its blocks (staged), or handed on quantized in
+// halves (a.x_int8), which tall matrices read with three blocks a multiprocessor or two.
+enum class Int4Input { kStaged, kHalves, kHalvesTwoBlocks };
+
 // The same layouts for int4 weights, all multiplied in integers, as visit.operator()<Unpaired,
-// Paired>() takes them (launch_warp's readers). x handed on quantized in halves (a.x_int8) is
-// read by the same layouts where they won with it (docs/performance.md, eleventh stop: 4096x4096
-// 2 rows x 2 79.6% of copy bandwidth against 73.1% for 4 rows x 1), else by the staged readers.
+// Paired>() takes them (launch_warp's readers). x handed on in halves is read by the same
+// layouts where they won with it (docs/performance.md, eleventh stop: 4096x4096 2 rows x 2 79.6%
+// of copy bandwidth against 73.1% for 4 rows x 1), else by the staged readers.
 template <typename Visit>
-auto with_int4_layout(GemvRowReader reader, bool quantized_input, Visit&& visit) {
+auto with_int4_layout(GemvRowReader reader, Int4Input input, Visit&& visit) {
   switch (reader) {
     case GemvRowReader::kShortChunks:
-      if (quantized_input) return visit.template operator()<Int4HalvesChunks<2, 2>, Int4HalvesChunks<2, 2>>();
+      if (input != Int4Input::kStaged) return visit.template operator()<Int4HalvesChunks<2, 2>, Int4HalvesChunks<2, 2>>();
       return visit.template operator()<SplitColumns<Int4Int8Chunks<4, 1>, 2>, Int4Int8Chunks<2, 2>>();
     case GemvRowReader::kTallChunks:
-      if (quantized_input) return visit.template operator()<Int4HalvesChunks<4, 1, 3>, Int4HalvesChunks<4, 1, 3>>();
+      if (input == Int4Input::kHalves) return visit.template operator()<Int4HalvesChunks<4, 1, 3>, Int4HalvesChunks<4, 1, 3>>();
+      if (input == Int4Input::kHalvesTwoBlocks) {
+        return visit.template operator()<Int4HalvesChunks<4, 1, 2>, Int4HalvesChunks<4, 1, 2>>();
+      }
       return visit.template operator()<Int4Int8Chunks<4, 1, 3>, Int4Int8Chunks<4, 1, 3>>();
     case GemvRowReader::kScalar:
       break;
@@ -188,27 +196,50 @@ auto with_int4_layout(GemvRowReader reader, bool quantized_input, Visit&& visit)
   return visit.template operator()<ScalarRows<PackedInt4>, ScalarRows<PackedInt4, 2>>();
 }
 
-// The outputs one block of Rows writes with `epilogue`: its rows, or half of them for swiglu. A
-// block quantizes its outputs for the next GEMV (decode_gemv_epilogues.cuh) where they are whole
-// halves of 16.
+// The rows one block of Rows reads, and the outputs it writes with `epilogue`: its rows, or half
+// of them for swiglu. A block quantizes its outputs for the next GEMV
+// (decode_gemv_epilogues.cuh) where they are whole halves of 16.
+template <typename Rows>
+constexpr int block_rows() {
+  return kDecodeWarps / Rows::kColumnParts * Rows::kRows;
+}
 template <typename Rows>
 constexpr int block_outputs(GemvEpilogue epilogue) {
-  constexpr int kBlockRows = kDecodeWarps / Rows::kColumnParts * Rows::kRows;
-  return epilogue == GemvEpilogue::kSwiglu ? kBlockRows / 2 : kBlockRows;
+  return epilogue == GemvEpilogue::kSwiglu ? block_rows<Rows>() / 2 : block_rows<Rows>();
 }
-bool quantizes_outputs(GemvRowReader reader, bool quantized_input, GemvEpilogue epilogue) {
-  return with_int4_layout(reader, quantized_input, [&]<typename Unpaired, typename Paired>() {
+bool quantizes_outputs(GemvRowReader reader, Int4Input input, GemvEpilogue epilogue) {
+  return with_int4_layout(reader, input, [&]<typename Unpaired, typename Paired>() {
     return (pairs_rows(epilogue) ? block_outputs<Paired>(epilogue) : block_outputs<Unpaired>(epilogue)) % 16 == 0;
   });
 }
 
-Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
+// A tall int4 matrix read from halves runs as many blocks of 32 rows as it has, in waves of
+// 2 or 3 per multiprocessor; it streams fastest with the budget whose last wave is the fuller
+// (kernel bench, halves, 4 rows x 1 with 2 / 3 blocks: 6144 rows, 192 blocks, one wave at 2:
+// 91.9% / 87.5% of copy bandwidth; 11008 rows, 344 blocks, one wave at 3: 84.7 / 96.1%; 14336
+// rows paired, 448 blocks: 84.6 / 75.0%; docs/performance.md, twelfth stop). Ties keep 3.
+bool two_blocks_fill_better(int rows, int multiprocessors) {
+  constexpr int kRows = block_rows<Int4HalvesChunks<4, 1, 3>>();
+  static_assert(kRows == block_rows<Int4HalvesChunks<4, 1, 2>>());
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+  const auto last_wave_fill = [&](int per_multiprocessor) {
+    const int64_t slots = int64_t{per_multiprocessor} * multiprocessors, waves = (blocks + slots - 1) / slots;
+    return static_cast<double>(blocks) / static_cast<double>(waves * slots);
+  };
+  return last_wave_fill(2) > last_wave_fill(3);
+}
+
+Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue, int multiprocessors,
                    cudaStream_t stream) {
-  const bool quantized_input = a.x_int8 != nullptr && reader != GemvRowReader::kScalar;
-  if (a.out_int8 != nullptr && !quantizes_outputs(reader, quantized_input, epilogue)) {
+  Int4Input input = Int4Input::kStaged;
+  if (a.x_int8 != nullptr && reader != GemvRowReader::kScalar) {
+    const bool two = reader == GemvRowReader::kTallChunks && two_blocks_fill_better(a.rows, multiprocessors);
+    input = two ? Int4Input::kHalvesTwoBlocks : Int4Input::kHalves;
+  }
+  if (a.out_int8 != nullptr && !quantizes_outputs(reader, input, epilogue)) {
     return unsupported("decode_gemv: this int4 layout cannot write its output quantized (decode_gemv_quantizes_output)");
   }
-  return with_int4_layout(reader, quantized_input, [&]<typename Unpaired, typename Paired>() {
+  return with_int4_layout(reader, input, [&]<typename Unpaired, typename Paired>() {
     return launch_warp<Unpaired, Paired>(a, epilogue, stream);
   });
 }
@@ -381,7 +412,8 @@ bool decode_gemv_quantizes_output(const Weight& weight, GemvEpilogue epilogue) {
   if ((swiglu ? weight.rows() / 2 : weight.rows()) % kInt8InputBlock != 0) return false;
   // Whether or not its own x comes quantized.
   const GemvRowReader reader = reader_for(weight, epilogue);
-  return quantizes_outputs(reader, true, epilogue) && quantizes_outputs(reader, false, epilogue);
+  return quantizes_outputs(reader, Int4Input::kStaged, epilogue) && quantizes_outputs(reader, Int4Input::kHalves, epilogue) &&
+         quantizes_outputs(reader, Int4Input::kHalvesTwoBlocks, epilogue);
 }
 
 Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
@@ -395,7 +427,7 @@ Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
     KUIPER_RETURN_IF_ERROR(normalize_first(gemv, a, ctx));
   }
   if (dtype == DataType::kINT8) return launch_int8(a, choice.reader, gemv.epilogue, s);
-  if (dtype == DataType::kINT4) return launch_int4(a, choice.reader, gemv.epilogue, s);
+  if (dtype == DataType::kINT4) return launch_int4(a, choice.reader, gemv.epilogue, cuda_backend(ctx).multiprocessors, s);
   return dispatch_float_type(dtype, [&](auto zero) {
     using T = decltype(zero);
     return choice.kernel == GemvKernel::kOnePass ? launch_one_pass<T>(a, gemv.epilogue, s)
