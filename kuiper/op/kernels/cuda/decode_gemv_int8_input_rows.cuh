@@ -163,7 +163,7 @@ using Int4Int8Chunks = Int8InputChunks<Int4Units, StagedInput, kRowsPerWarp, kBu
 template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 using Int8Int8Chunks = Int8InputChunks<Int8Units, StagedInput, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
 
-// The one-token int4 reader for x handed on quantized in halves by the GEMV that wrote it.
+// The one-token int4 reader for x handed on quantized in halves by the kernel that wrote it.
 template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 using Int4HalvesChunks = Int8InputChunks<Int4Units, QuantizedHalves, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
 
