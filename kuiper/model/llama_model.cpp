@@ -549,7 +549,7 @@ Status LlamaModel::plan_quantized_handoffs() {
     return table.decode_gemv_quantizes_output(from.weight(), epilogue) && table.decode_gemv_reads_quantized(to.weight());
   };
   const bool attention_quantizes = table.attention_quantized_output[static_cast<int>(kv_dtype_)] != nullptr &&
-                                   config_.head_dim() % 32 == 0;
+                                   config_.head_dim() % op::kDecodeQuantizedBlock == 0;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
     const op::MatMul& next = l + 1 < layers_.size() ? layers_[l + 1].wqkv : classifier_;

@@ -72,7 +72,8 @@ using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const
 // Optional: attention of one query row over a contiguous cache (decode) that writes its output
 // out [1, n_heads*head_dim] in fp32 and quantized as well, into out_quantized (int8
 // [decode_quantized_x_bytes(n_heads*head_dim)], below), for an int4 wo to read
-// (DecodeGemv::in_quantized). head_dim must be a multiple of 32. Otherwise as AttentionKernel.
+// (DecodeGemv::in_quantized). head_dim must be a multiple of kDecodeQuantizedBlock. Otherwise as
+// AttentionKernel.
 using AttentionQuantizedOutputKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                                   const Tensor& positions, const AttentionShape& shape, Tensor& out,
                                                   Tensor& out_quantized, const ExecutionContext& ctx);
@@ -129,12 +130,14 @@ inline constexpr int kDecodeSumsqRun = 8;
 // How many runs of kDecodeSumsqRun a vector of n elements hands on (the last may be short).
 inline constexpr int64_t decode_sumsq_runs(int64_t n) { return (n + kDecodeSumsqRun - 1) / kDecodeSumsqRun; }
 
-// x handed from one decode GEMV to the next already quantized: the GEMV that writes x (a
-// kAccumulate's x · g, a kSwiglu's output) can also write it as int8 in halves of 16 values, each
-// half with its scale max|x| / 127 and the sum of its int8 values; the next GEMV, where it
-// multiplies in integers, reads those instead of quantizing all of x again in every block.
-// n values (n % 32 == 0) take this many bytes: per 32, 32 int8 values and two 8-byte halves.
-inline constexpr int64_t decode_quantized_x_bytes(int64_t n) { return n / 32 * 48; }
+// x handed from one decode kernel to the next GEMV already quantized: the kernel that writes x
+// (a kAccumulate's x · g, a kSwiglu's output, decode attention's output) can also write it as
+// int8 in halves of 16 values, each half with its scale max|x| / 127 and the sum of its int8
+// values; the next GEMV, where it multiplies in integers, reads those instead of quantizing all
+// of x again in every block. x is laid out in blocks of kDecodeQuantizedBlock values: n values
+// (n a multiple of it) take this many bytes, per block 32 int8 values and two 8-byte halves.
+inline constexpr int kDecodeQuantizedBlock = 32;
+inline constexpr int64_t decode_quantized_x_bytes(int64_t n) { return n / kDecodeQuantizedBlock * 48; }
 
 // Where stacked q/k/v rows go: q rotated into its output, k rotated and v stored in the caches.
 struct RopeKvTarget {

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 
+#include "kuiper/op/kernel_table.h"
+
 namespace kuiper::op::cuda {
 namespace {  // internal linkage: decode_gemv_args.cuh says why
 
-inline constexpr int kInt8InputBlock = 32;  // inputs per int8 scale: one chunk of int4 weights
+inline constexpr int kInt8InputBlock = kDecodeQuantizedBlock;  // inputs per int8 scale: one chunk of int4 weights
 
 // A block of 32 inputs (or a half of one) quantized: x̂_i = scale · q_i.
 struct Int8InputBlock {
