@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <cxxabi.h>
@@ -43,7 +44,7 @@ std::string readable(const char* mangled) {
   std::free(demangled);
   // Namespaces and parameter lists make names unreadable in a table, and would cut off the
   // template arguments that tell one decode GEMV from another.
-  for (const std::string qualifier : {"kuiper::op::cuda::", "(anonymous namespace)::", "kuiper::op::"}) {
+  for (const std::string_view qualifier : {"kuiper::op::cuda::", "(anonymous namespace)::", "kuiper::op::"}) {
     for (size_t at = name.find(qualifier); at != std::string::npos; at = name.find(qualifier, at)) {
       name.erase(at, qualifier.size());
     }
