@@ -9,6 +9,8 @@
 #   gpu_check.sh int8batch  the same for int8 weights (7B shape)
 #   gpu_check.sh quant   one-sequence decode of bf16, int8 and int4 weights (7B/8B shapes) in one
 #                        run, the int8/int4 CUDA tests and the GEMV kernel benchmark
+#   gpu_check.sh trace   where a one-sequence decode step goes: kernel traces (serial launches,
+#                        each kernel's own time) of 7B-shape bf16 and int4 decode
 #   gpu_check.sh serve   kuiper_server on a random-weight 7B-shape model, 64 concurrent streams
 #                        through the openai SDK (carry it as wheels, see shared/DEVICE.md)
 #   gpu_check.sh cuda    only the CUDA test programs (all GPUs), memcheck on the kernel and model tests
@@ -101,6 +103,17 @@ quant() {
   grep -E "copy|gemv int(4|8) [0-9x]+ " "$out/kernels.txt"
 }
 
+trace() {
+  local lib
+  lib=$PWD/$(find build-gpu -name libcuda_kernel_trace.so | head -1)
+  for run in bf16 int4; do
+    echo "== llama2-7b $run, serial launches" | tee -a "$out/trace.txt"
+    KUIPER_SERIAL_LAUNCH=1 CUDA_INJECTION64_PATH=$lib build-gpu/demo/llama_bench --shape llama2-7b --device cuda \
+      --dtype $run --int4-scheme symmetric --contexts 128 --decode 256 --repeats 1 --prompt 16 2>&1 |
+      tee -a "$out/trace.txt" | grep -E "cuda_kernel_trace|^ +[0-9.]+ +[0-9]+ |decode at|error" | head -14
+  done
+}
+
 serve() {
   local model=/tmp/llama2-7b-random.bin port=8093 log="$out/server.txt"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -158,9 +171,10 @@ for stage in "${stages[@]}"; do
     tp) targets+=(llama_bench test_tensor_parallel test_cuda_tensor_parallel) ;;
     tp70 | batch | int8batch | hfbatch) targets+=(llama_bench) ;;
     quant) targets+=(llama_bench cuda_kernels_bench test_cuda_int4 test_cuda_int8) ;;
+    trace) targets+=(llama_bench cuda_kernel_trace) ;;
     serve) targets+=(kuiper_server) ;;
     tests | bench | cuda) targets=(all) && break ;;
-    *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, batch, hfbatch, int8batch, quant, serve, cuda, tp or tp70)"
+    *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, batch, hfbatch, int8batch, quant, trace, serve, cuda, tp or tp70)"
        exit 2 ;;
   esac
 done
