@@ -53,9 +53,8 @@ size_t attention_partials_bytes(int64_t slots, int head_dim) {
 }
 
 size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape) {
-  // At least two: a decode that writes its output quantized always splits
-  // (AttentionQuantizedOutputKernel), where one range would hold the whole cache.
-  const int64_t ranges = std::max<int64_t>(2, (context + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows);
+  const int64_t ranges = std::max<int64_t>(kDecodeQuantizedOutputMinSplits,
+                                          (context + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows);
   return attention_partials_bytes(ranges * shape.n_heads, shape.head_dim);
 }
 

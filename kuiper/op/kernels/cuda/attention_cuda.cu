@@ -88,7 +88,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     p.span = static_cast<int>((rows + p.tile_rows - 1) / p.tile_rows * p.tile_rows);
     p.splits = static_cast<int>((context + p.span - 1) / p.span);
     // A split past the length writes nothing; the combine then merges the one that does.
-    if (out_quantized != nullptr) p.splits = std::max(p.splits, 2);
+    if (out_quantized != nullptr) p.splits = std::max(p.splits, kDecodeQuantizedOutputMinSplits);
   } else {
     p.span = static_cast<int>(std::min<int64_t>(context, INT32_MAX));
     p.splits = 1;

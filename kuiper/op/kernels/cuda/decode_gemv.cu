@@ -196,16 +196,13 @@ auto with_int4_layout(GemvRowReader reader, Int4Input input, Visit&& visit) {
   return visit.template operator()<ScalarRows<PackedInt4>, ScalarRows<PackedInt4, 2>>();
 }
 
-// The rows one block of Rows reads, and the outputs it writes with `epilogue`: its rows, or half
-// of them for swiglu. A block quantizes its outputs for the next GEMV
-// (decode_gemv_epilogues.cuh) where they are whole halves of 16.
-template <typename Rows>
-constexpr int block_rows() {
-  return kDecodeWarps / Rows::kColumnParts * Rows::kRows;
-}
+// The outputs one block of Rows writes with `epilogue`: its rows, or half of them for swiglu. A
+// block quantizes its outputs for the next GEMV (decode_gemv_epilogues.cuh) where they are whole
+// halves of 16.
 template <typename Rows>
 constexpr int block_outputs(GemvEpilogue epilogue) {
-  return epilogue == GemvEpilogue::kSwiglu ? block_rows<Rows>() / 2 : block_rows<Rows>();
+  constexpr int kBlockRows = decode_gemv_block_rows<Rows>();
+  return epilogue == GemvEpilogue::kSwiglu ? kBlockRows / 2 : kBlockRows;
 }
 bool quantizes_outputs(GemvRowReader reader, Int4Input input, GemvEpilogue epilogue) {
   return with_int4_layout(reader, input, [&]<typename Unpaired, typename Paired>() {
@@ -219,8 +216,8 @@ bool quantizes_outputs(GemvRowReader reader, Int4Input input, GemvEpilogue epilo
 // 91.9% / 87.5% of copy bandwidth; 11008 rows, 344 blocks, one wave at 3: 84.7 / 96.1%; 14336
 // rows paired, 448 blocks: 84.6 / 75.0%; docs/performance.md, twelfth stop). Ties keep 3.
 bool two_blocks_fill_better(int rows, int multiprocessors) {
-  constexpr int kRows = block_rows<Int4HalvesChunks<4, 1, 3>>();
-  static_assert(kRows == block_rows<Int4HalvesChunks<4, 1, 2>>());
+  constexpr int kRows = decode_gemv_block_rows<Int4HalvesChunks<4, 1, 3>>();
+  static_assert(kRows == decode_gemv_block_rows<Int4HalvesChunks<4, 1, 2>>());
   const int64_t blocks = (rows + kRows - 1) / kRows;
   const auto last_wave_fill = [&](int per_multiprocessor) {
     const int64_t slots = int64_t{per_multiprocessor} * multiprocessors, waves = (blocks + slots - 1) / slots;

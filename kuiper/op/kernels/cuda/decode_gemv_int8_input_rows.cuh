@@ -125,16 +125,13 @@ struct Int8InputChunks {
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           const auto& w = l.unit[r][u];
-          float product;  // Σ w · x̂ over the block, before the weight's scale
-          if constexpr (kParts == 1) {
-            product = x.part[0].scale * static_cast<float>(dot_int8(lo[r], hi[r], x, 0, -zero * x.part[0].q_sum));
-          } else {
-            product = 0.f;
+          // Σ w · x̂ over the block, before the weight's scale: each part's integer sum times its scale.
+          const auto part_dot = [&](int p) {
+            return static_cast<float>(dot_int8(lo[r], hi[r], x, p, -zero * x.part[p].q_sum));
+          };
+          float product = x.part[0].scale * part_dot(0);
 #pragma unroll
-            for (int p = 0; p < kParts; ++p) {
-              product += x.part[p].scale * static_cast<float>(dot_int8(lo[r], hi[r], x, p, -zero * x.part[p].q_sum));
-            }
-          }
+          for (int p = 1; p < kParts; ++p) product = fmaf(x.part[p].scale, part_dot(p), product);
           if constexpr (Weights::kMins) {
             s.sum[t][r] += w.scale * product + w.min * x_sum;
           } else {

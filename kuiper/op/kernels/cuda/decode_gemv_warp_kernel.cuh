@@ -123,12 +123,17 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
   }
 }
 
-// Blocks for a grid of `a` read as Rows reads it (kRows rows per warp, kColumnParts warps per
-// row). Swiglu needs as many: its warps read as many rows, and write half as many outputs.
-// Multi-token readers take token_tiles such grids.
+// The rows one block of Rows reads: kRows rows per warp, kColumnParts warps per row.
+template <typename Rows>
+constexpr int decode_gemv_block_rows() {
+  return kDecodeWarps / Rows::kColumnParts * Rows::kRows;
+}
+
+// Blocks for a grid of `a` read as Rows reads it. Swiglu needs as many: its warps read as many
+// rows, and write half as many outputs. Multi-token readers take token_tiles such grids.
 template <typename Rows>
 unsigned decode_gemv_blocks(const DecodeGemvArgs& a) {
-  constexpr int kBlockRows = kDecodeWarps / Rows::kColumnParts * Rows::kRows;
+  constexpr int kBlockRows = decode_gemv_block_rows<Rows>();
   return static_cast<unsigned>((a.rows + kBlockRows - 1) / kBlockRows * token_tiles<Rows>(a));
 }
 
