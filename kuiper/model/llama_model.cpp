@@ -403,21 +403,16 @@ Status LlamaModel::allocate_buffers() {
     KUIPER_ASSIGN_OR_RETURN(full_.attention_fp32, f32({1, q_dim}));
     KUIPER_ASSIGN_OR_RETURN(handoff_.values, f32({dim}));
     KUIPER_ASSIGN_OR_RETURN(handoff_.sumsq, f32({op::decode_sumsq_runs(dim)}));
-    if (std::any_of(quantized_handoffs_.begin(), quantized_handoffs_.end(),
-                    [](const QuantizedHandoffs& h) { return h.wo || h.w2; })) {
-      KUIPER_ASSIGN_OR_RETURN(handoff_.quantized,
-                              Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(dim)}, alloc));
-    }
-    if (std::any_of(quantized_handoffs_.begin(), quantized_handoffs_.end(),
-                    [](const QuantizedHandoffs& h) { return h.w13; })) {
-      KUIPER_ASSIGN_OR_RETURN(swiglu_quantized_,
-                              Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(hidden)}, alloc));
-    }
-    if (std::any_of(quantized_handoffs_.begin(), quantized_handoffs_.end(),
-                    [](const QuantizedHandoffs& h) { return h.attention; })) {
-      KUIPER_ASSIGN_OR_RETURN(attention_quantized_,
-                              Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(q_dim)}, alloc));
-    }
+    // x of n values quantized (QuantizedHandoffs), where some layer hands it on through `buffer`.
+    const auto quantized_x = [&](auto hands_on, int64_t n, Tensor& buffer) -> Status {
+      if (std::none_of(quantized_handoffs_.begin(), quantized_handoffs_.end(), hands_on)) return ok_status();
+      KUIPER_ASSIGN_OR_RETURN(buffer, Tensor::empty(DataType::kINT8, {op::decode_quantized_x_bytes(n)}, alloc));
+      return ok_status();
+    };
+    KUIPER_RETURN_IF_ERROR(quantized_x([](const QuantizedHandoffs& h) { return h.wo || h.w2; }, dim, handoff_.quantized));
+    KUIPER_RETURN_IF_ERROR(quantized_x([](const QuantizedHandoffs& h) { return h.w13; }, hidden, swiglu_quantized_));
+    KUIPER_RETURN_IF_ERROR(
+        quantized_x([](const QuantizedHandoffs& h) { return h.attention; }, q_dim, attention_quantized_));
   } else {
     KUIPER_ASSIGN_OR_RETURN(full_.k, f32({rows, kv}));
     KUIPER_ASSIGN_OR_RETURN(full_.v, f32({rows, kv}));
@@ -526,10 +521,11 @@ Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activat
   KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, attended, layer.ffn_norm, a, fused, attended_quantized,
                                          fused && quantized.wo));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForward, a.normed, fused));
-  KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused));
+  Tensor* hidden_quantized = fused && quantized.w13 ? &swiglu_quantized_ : nullptr;
+  KUIPER_RETURN_IF_ERROR(feed_forward(layer, a, fused, hidden_quantized));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kFeedForwardHidden, a.hidden, fused));
-  return add_to_residual(layer.w2, layer.b2, fused ? a.swiglu : a.hidden, next_norm, a, fused,
-                         fused && quantized.w13 ? &swiglu_quantized_ : nullptr, fused && quantized.w2);
+  return add_to_residual(layer.w2, layer.b2, fused ? a.swiglu : a.hidden, next_norm, a, fused, hidden_quantized,
+                         fused && quantized.w2);
 }
 
 Status LlamaModel::observe(int layer, MatrixInput input, const Tensor& rows, bool fused) const {
@@ -645,11 +641,11 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, cons
   return next.forward_residual(a.x, a.delta, a.normed, ctx);
 }
 
-Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused) {
+Status LlamaModel::feed_forward(Layer& layer, Activations& a, bool fused, Tensor* out_quantized) {
   const op::ExecutionContext& ctx = *ctx_;
   if (fused) {
     op::DecodeGemv gemv = normed_gemv(a.x, layer.ffn_norm, op::GemvEpilogue::kSwiglu, a.swiglu);
-    if (quantized_handoffs_[&layer - layers_.data()].w13) gemv.out_quantized = &swiglu_quantized_;
+    gemv.out_quantized = out_quantized;
     return layer.w13.forward_decode(gemv, ctx);
   }
   if (!a.gate_up.is_empty()) {  // stacked: one GEMM, then swiglu over the halves of its rows
