@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -571,16 +573,22 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
 // Decode attention that also writes its output quantized for an int4 wo (kernel_table.h,
 // AttentionQuantizedOutputKernel): the fp32 output against the CPU as above, and its quantized
 // form against that output. Capacities of one split's rows (where the plain kernel would not
-// split, and this one must still reach the combine that quantizes) and of several.
+// split, and this one must still reach the combine that quantizes) and of several, with a length
+// of one split and of several. bf16 caches take the streaming kernel, fp32 ones the tiled one.
 TEST_F(CudaAttention, DecodeWritesItsOutputQuantizedForTheGemvAfterIt) {
   for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}}) {
     const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};
     const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim, q_dim = int64_t{shape.n_heads} * c.head_dim;
-    for (auto [capacity, length] : {std::pair<int64_t, int32_t>{48, 20}, {64, 64}, {700, 650}}) {
-      SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", capacity " + std::to_string(capacity) +
-                   ", length " + std::to_string(length));
-      const Tensor k_cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
-      const Tensor v_cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
+    for (auto [dtype, capacity, length] : {std::tuple<DataType, int64_t, int32_t>{DataType::kBF16, 48, 20},
+                                           {DataType::kBF16, 64, 64},
+                                           {DataType::kBF16, 700, 20},
+                                           {DataType::kBF16, 700, 650},
+                                           {DataType::kFP32, 48, 20},
+                                           {DataType::kFP32, 700, 650}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " head_dim " + std::to_string(c.head_dim) + ", capacity " +
+                   std::to_string(capacity) + ", length " + std::to_string(length));
+      const Tensor k_cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), dtype);
+      const Tensor v_cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), dtype);
       const Tensor q = test::random_tensor({1, q_dim}, rng_, -2.f, 2.f);
       const Tensor pos = int_tensor({length - 1});
       Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {1, q_dim}).value();
@@ -589,8 +597,8 @@ TEST_F(CudaAttention, DecodeWritesItsOutputQuantizedForTheGemvAfterIt) {
       const Tensor gpu_q = upload(q), gpu_k = upload(k_cache), gpu_v = upload(v_cache), gpu_pos = upload(pos);
       Tensor out = poisoned_gpu({1, q_dim});
       Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(q_dim)}).value());
-      KUIPER_ASSERT_OK(gpu_.attention_quantized_output[at(DataType::kBF16)](gpu_q, gpu_k, gpu_v, gpu_pos, shape, out,
-                                                                            quantized, ctx()));
+      KUIPER_ASSERT_OK(
+          gpu_.attention_quantized_output[at(dtype)](gpu_q, gpu_k, gpu_v, gpu_pos, shape, out, quantized, ctx()));
       const Tensor got = download(out);
       EXPECT_LT(error_vs(got, expected), 2e-5);
       expect_quantized_halves(got, download(quantized), "attention output");
