@@ -236,8 +236,8 @@ class LlamaModel {
   // RMSNorm of each head_dim-wide head of x [rows, heads * head_dim], in place.
   Status norm_heads(const op::RmsNorm& norm, Tensor& x);
   // normed input → silu(gate) * up, in `hidden` (or fp32 `swiglu` when fused; and where
-  // `out_quantized` is given, quantized there as well for w2, QuantizedHandoffs).
-  Status feed_forward(Layer& layer, Activations& a, bool fused, Tensor* out_quantized = nullptr);
+  // `out_quantized` is not null, quantized there as well for w2, QuantizedHandoffs).
+  Status feed_forward(Layer& layer, Activations& a, bool fused, Tensor* out_quantized);
   // quantized_handoffs_, from what the kernel table says each GEMV can write and read.
   Status plan_quantized_handoffs();
   // A fused decode GEMV reading x [1, dim] through `norm`, in the handoff's form.
