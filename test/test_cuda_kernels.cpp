@@ -572,9 +572,9 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
 
 // Decode attention that also writes its output quantized for an int4 wo (kernel_table.h,
 // AttentionQuantizedOutputKernel): the fp32 output against the CPU as above, and its quantized
-// form against that output. Capacities of one split's rows (where the plain kernel would not
-// split, and this one must still reach the combine that quantizes) and of several, with a length
-// of one split and of several. bf16 caches take the streaming kernel, fp32 ones the tiled one.
+// form against that output. Capacities of one split's rows (the attention kernel quantizes) and
+// of several (the combine does), with a length of one split and of several. bf16 caches take the
+// streaming kernel, fp32 ones the tiled one.
 TEST_F(CudaAttention, DecodeWritesItsOutputQuantizedForTheGemvAfterIt) {
   for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}}) {
     const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};

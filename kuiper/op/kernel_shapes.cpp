@@ -53,8 +53,7 @@ size_t attention_partials_bytes(int64_t slots, int head_dim) {
 }
 
 size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape) {
-  const int64_t ranges = std::max<int64_t>(kDecodeQuantizedOutputMinSplits,
-                                          (context + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows);
+  const int64_t ranges = (context + kDecodeSplitMinRows - 1) / kDecodeSplitMinRows;
   return attention_partials_bytes(ranges * shape.n_heads, shape.head_dim);
 }
 

@@ -24,14 +24,10 @@ Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t
 inline constexpr int kDecodeSplitMinRows = 64;
 // The most ranges of one (query row, head): what the merging kernel holds weights for.
 inline constexpr int kDecodeMaxSplits = 1024;
-// Decode attention that writes its output quantized as well (AttentionQuantizedOutputKernel)
-// splits into at least this many ranges: the merging kernel is what quantizes.
-inline constexpr int kDecodeQuantizedOutputMinSplits = 2;
 // The region's bytes for `slots` (query row, head, range) partial results: head_dim partial
 // outputs plus the range's maximum and sum each, in fp32.
 size_t attention_partials_bytes(int64_t slots, int head_dim);
-// The most that region needs for one decode row over a cache of `context` rows, quantized
-// output included.
+// The most that region needs for one decode row over a cache of `context` rows.
 size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape);
 
 // Paged attention (PagedAttentionKernel) gives each (row, query head, range) a block of 4 warps.

@@ -3,8 +3,8 @@
 // on the tensor cores (attention_prefill.cu) and decode streams the cache through registers
 // (attention_decode_kernel.cuh); everything else runs the tiled CUDA-core kernel
 // (attention_kernels.cuh). Decode splits the cache into ranges whose partial results the
-// combine kernel merges (flash-decoding); for an int4 wo the combine also writes the output
-// quantized (attention_quantized_output).
+// combine kernel merges (flash-decoding). For an int4 wo, whichever kernel writes the normalised
+// output also writes it quantized (attention_quantized_output, AttentionOutput).
 #include <algorithm>
 #include <cmath>
 
@@ -55,8 +55,8 @@ void launch_streaming_decode(const AttentionParams<T>& p, dim3 grid, cudaStream_
   }
 }
 
-// out_quantized: null, or where one row's output also goes quantized in halves (the combine
-// writes it, so such a launch always splits).
+// out_quantized: null, or where one row's output also goes quantized in halves (written by
+// whichever kernel writes the normalised output).
 template <typename T>
 Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& positions, const AttentionShape& shape, Tensor& out, Tensor* out_quantized,
@@ -69,7 +69,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.k_cache = k_cache.data<T>();
   p.v_cache = v_cache.data<T>();
   p.positions = positions.data<int32_t>();
-  p.out = attention_output(out);
+  p.out = attention_output(out, out_quantized);
   p.n_heads = shape.n_heads;
   p.head_dim = shape.head_dim;
   p.group = shape.n_heads / shape.n_kv_heads;
@@ -87,8 +87,6 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
         std::max<int64_t>(kDecodeSplitMinRows, (context + kDecodeMaxSplits - 1) / kDecodeMaxSplits);
     p.span = static_cast<int>((rows + p.tile_rows - 1) / p.tile_rows * p.tile_rows);
     p.splits = static_cast<int>((context + p.span - 1) / p.span);
-    // A split past the length writes nothing; the combine then merges the one that does.
-    if (out_quantized != nullptr) p.splits = std::max(p.splits, kDecodeQuantizedOutputMinSplits);
   } else {
     p.span = static_cast<int>(std::min<int64_t>(context, INT32_MAX));
     p.splits = 1;
@@ -115,7 +113,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));
     attention_combine_kernel<<<combine_grid, kCombineThreads, 0, stream>>>(
         p.partial_out, p.partial_max_sum, p.positions, context, shape.n_heads, shape.head_dim,
-        p.span, p.splits, p.out, out_quantized != nullptr ? out_quantized->raw_data() : nullptr);
+        p.span, p.splits, p.out);
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention combine");
   }
   return ok_status();

@@ -23,7 +23,6 @@
 #include "kuiper/op/kernel_shapes.h"
 #include "kuiper/op/kernels/cuda/attention_output.cuh"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
-#include "kuiper/op/kernels/cuda/int8_halves.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
 
 namespace kuiper::op::cuda {
@@ -284,13 +283,12 @@ struct MaxOf {
 // the block table finds). Block (head, t). The split weights are computed once into shared
 // memory; then each thread sums one output dimension over a strided subset of the splits
 // (several loads in flight), and the subsets are added up through shared memory.
-// Where out_halves is not null (one query row, head_dim a multiple of 32), the output also goes
-// there quantized in halves of 16 (int8_halves.cuh), for the int4 GEMV after attention.
+// Where out asks for it (one query row, head_dim a multiple of 32), the output also goes
+// quantized in halves of 16 (int8_halves.cuh), for the int4 GEMV after attention.
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
                              const int32_t* positions, int64_t context, int n_heads,
-                             int head_dim, int span, int splits, AttentionOutput out,
-                             void* out_halves = nullptr) {
+                             int head_dim, int span, int splits, AttentionOutput out) {
   let_next_kernel_start();  // the GEMV after it may start streaming weights (launch.cuh)
   using Reduce = cub::BlockReduce<float, kCombineThreads>;
   __shared__ typename Reduce::TempStorage reduce_storage;
@@ -329,15 +327,10 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
   sums_s[tid] = numerator;
   __syncthreads();
-  if (tid < head_dim) {  // whole warps where out_halves is asked for
+  if (tid < head_dim) {  // whole warps, as a quantized output needs
     float total = 0.f;
     for (int k = 0; k < phases; ++k) total += sums_s[k * head_dim + tid];
-    const float value = denominator_s > 0.f ? total / denominator_s : 0.f;
-    const int64_t index = head_row * head_dim + tid;
-    out.store(index, value);
-    if (out_halves != nullptr) {
-      quantize_half(value, static_cast<int>(index), true, int8_halves_at(out_halves, n_heads * head_dim));
-    }
+    out.store(head_row * head_dim + tid, denominator_s > 0.f ? total / denominator_s : 0.f);
   }
 }
 

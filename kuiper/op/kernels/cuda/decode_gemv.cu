@@ -170,24 +170,21 @@ Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue e
   return launch_warp<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, epilogue, stream);
 }
 
-// How an int4 GEMV takes x: quantized by each of its blocks (staged), or handed on quantized in
-// halves (a.x_int8), which tall matrices read with three blocks a multiprocessor or two.
-enum class Int4Input { kStaged, kHalves, kHalvesTwoBlocks };
-
 // The same layouts for int4 weights, all multiplied in integers, as visit.operator()<Unpaired,
-// Paired>() takes them (launch_warp's readers). x handed on in halves is read by the same
-// layouts where they won with it (docs/performance.md, eleventh stop: 4096x4096 2 rows x 2 79.6%
-// of copy bandwidth against 73.1% for 4 rows x 1), else by the staged readers.
-template <typename Visit>
-auto with_int4_layout(GemvRowReader reader, Int4Input input, Visit&& visit) {
+// Paired>() takes them (launch_warp's readers). x handed on in halves (x_in_halves: a.x_int8) is
+// read by the same layouts where they won with it (docs/performance.md, eleventh stop: 4096x4096
+// 2 rows x 2 79.6% of copy bandwidth against 73.1% for 4 rows x 1), else by the staged readers,
+// which quantize x in each block; tall matrices read from halves with kTallBlocks blocks a
+// multiprocessor (two_blocks_fill_better).
+template <int kTallBlocks = 3, typename Visit>
+auto with_int4_layout(GemvRowReader reader, bool x_in_halves, Visit&& visit) {
   switch (reader) {
     case GemvRowReader::kShortChunks:
-      if (input != Int4Input::kStaged) return visit.template operator()<Int4HalvesChunks<2, 2>, Int4HalvesChunks<2, 2>>();
+      if (x_in_halves) return visit.template operator()<Int4HalvesChunks<2, 2>, Int4HalvesChunks<2, 2>>();
       return visit.template operator()<SplitColumns<Int4Int8Chunks<4, 1>, 2>, Int4Int8Chunks<2, 2>>();
     case GemvRowReader::kTallChunks:
-      if (input == Int4Input::kHalves) return visit.template operator()<Int4HalvesChunks<4, 1, 3>, Int4HalvesChunks<4, 1, 3>>();
-      if (input == Int4Input::kHalvesTwoBlocks) {
-        return visit.template operator()<Int4HalvesChunks<4, 1, 2>, Int4HalvesChunks<4, 1, 2>>();
+      if (x_in_halves) {
+        return visit.template operator()<Int4HalvesChunks<4, 1, kTallBlocks>, Int4HalvesChunks<4, 1, kTallBlocks>>();
       }
       return visit.template operator()<Int4Int8Chunks<4, 1, 3>, Int4Int8Chunks<4, 1, 3>>();
     case GemvRowReader::kScalar:
@@ -204,8 +201,9 @@ constexpr int block_outputs(GemvEpilogue epilogue) {
   constexpr int kBlockRows = decode_gemv_block_rows<Rows>();
   return epilogue == GemvEpilogue::kSwiglu ? kBlockRows / 2 : kBlockRows;
 }
-bool quantizes_outputs(GemvRowReader reader, Int4Input input, GemvEpilogue epilogue) {
-  return with_int4_layout(reader, input, [&]<typename Unpaired, typename Paired>() {
+// The tall layouts' blocks hold the same rows with 2 or 3 a multiprocessor (two_blocks_fill_better).
+bool quantizes_outputs(GemvRowReader reader, bool x_in_halves, GemvEpilogue epilogue) {
+  return with_int4_layout(reader, x_in_halves, [&]<typename Unpaired, typename Paired>() {
     return (pairs_rows(epilogue) ? block_outputs<Paired>(epilogue) : block_outputs<Unpaired>(epilogue)) % 16 == 0;
   });
 }
@@ -228,17 +226,17 @@ bool two_blocks_fill_better(int rows, int multiprocessors) {
 
 Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue, int multiprocessors,
                    cudaStream_t stream) {
-  Int4Input input = Int4Input::kStaged;
-  if (a.x_int8 != nullptr && reader != GemvRowReader::kScalar) {
-    const bool two = reader == GemvRowReader::kTallChunks && two_blocks_fill_better(a.rows, multiprocessors);
-    input = two ? Int4Input::kHalvesTwoBlocks : Int4Input::kHalves;
-  }
-  if (a.out_int8 != nullptr && !quantizes_outputs(reader, input, epilogue)) {
+  const bool x_in_halves = a.x_int8 != nullptr && reader != GemvRowReader::kScalar;
+  if (a.out_int8 != nullptr && !quantizes_outputs(reader, x_in_halves, epilogue)) {
     return unsupported("decode_gemv: this int4 layout cannot write its output quantized (decode_gemv_quantizes_output)");
   }
-  return with_int4_layout(reader, input, [&]<typename Unpaired, typename Paired>() {
+  const auto launch = [&]<typename Unpaired, typename Paired>() {
     return launch_warp<Unpaired, Paired>(a, epilogue, stream);
-  });
+  };
+  if (x_in_halves && reader == GemvRowReader::kTallChunks && two_blocks_fill_better(a.rows, multiprocessors)) {
+    return with_int4_layout<2>(reader, x_in_halves, launch);
+  }
+  return with_int4_layout(reader, x_in_halves, launch);
 }
 
 // The warp kernel's row readers for fp32/fp16/bf16 weights (kDenseShortRowsUpTo says why).
@@ -409,8 +407,7 @@ bool decode_gemv_quantizes_output(const Weight& weight, GemvEpilogue epilogue) {
   if ((swiglu ? weight.rows() / 2 : weight.rows()) % kInt8InputBlock != 0) return false;
   // Whether or not its own x comes quantized.
   const GemvRowReader reader = reader_for(weight, epilogue);
-  return quantizes_outputs(reader, Int4Input::kStaged, epilogue) && quantizes_outputs(reader, Int4Input::kHalves, epilogue) &&
-         quantizes_outputs(reader, Int4Input::kHalvesTwoBlocks, epilogue);
+  return quantizes_outputs(reader, false, epilogue) && quantizes_outputs(reader, true, epilogue);
 }
 
 Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
