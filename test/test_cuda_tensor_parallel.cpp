@@ -172,6 +172,18 @@ TEST_F(CudaTensorParallel, RandomInt8AndInt4WithinTheBf16Bound) {
   }
 }
 
+// Split int4 decode hands attention's output on to wo, and w1|w3's to w2, quantized in halves
+// (llama_model.h, QuantizedHandoffs), as one GPU does: each rank's are whole. head_dim 128 for the
+// first; for the second, w1|w3 of 2 x 3072 rows at 2 ranks, read by the tall layout, whose blocks
+// write whole halves (at 4 ranks, 2 x 1536 rows: the short layout, which does not). One GPU also
+// hands wo's and w2's outputs on; the bf16 bound holds against it.
+TEST_F(CudaTensorParallel, Int4HandsOnQuantizedWithinEachRank) {
+  LlamaConfig config = test::model_shape(1024, 6144, 2, 8, 4, 6144, 256);
+  config.shared_classifier = false;
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint c, make_random_checkpoint(config, 7, DataType::kBF16));
+  for (int ranks : {2, 4}) expect_split_matches(c, DataType::kINT4, ranks, 32, 2e-2, false);
+}
+
 TEST_F(CudaTensorParallel, Llama3_8bShapeFp32GreedyIdentical) {
   if (std::getenv("KUIPER_LARGE_TESTS") == nullptr) GTEST_SKIP() << "set KUIPER_LARGE_TESTS to run";
   LlamaConfig config = test::model_shape(4096, 14336, 32, 32, 8, 128256, 256);

@@ -536,11 +536,13 @@ Status LlamaModel::observe(int layer, MatrixInput input, const Tensor& rows, boo
 Status LlamaModel::plan_quantized_handoffs() {
   quantized_handoffs_.assign(layers_.size(), {});
   const op::KernelTable& table = op::kernel_table(device_);
-  // Under tensor parallelism x is complete only after the ranks' sum, which no GEMV writes.
-  if (!fused_ || plan_.ranks > 1 || table.decode_gemv_reads_quantized == nullptr ||
-      table.decode_gemv_quantizes_output == nullptr) {
+  if (!fused_ || table.decode_gemv_reads_quantized == nullptr || table.decode_gemv_quantizes_output == nullptr) {
     return ok_status();
   }
+  // Under tensor parallelism wo and w2 write partial sums: x is complete only after the ranks'
+  // sum, which no GEMV writes. Attention's output and w1|w3's are whole for this rank's heads and
+  // hidden rows, which its wo and w2 read.
+  const bool whole_residual = plan_.ranks == 1;
   const auto hands_on = [&](const op::MatMul& from, op::GemvEpilogue epilogue, const op::MatMul& to) {
     return table.decode_gemv_quantizes_output(from.weight(), epilogue) && table.decode_gemv_reads_quantized(to.weight());
   };
@@ -550,9 +552,9 @@ Status LlamaModel::plan_quantized_handoffs() {
     const Layer& layer = layers_[l];
     const op::MatMul& next = l + 1 < layers_.size() ? layers_[l + 1].wqkv : classifier_;
     quantized_handoffs_[l] = {attention_quantizes && table.decode_gemv_reads_quantized(layer.wo.weight()),
-                              hands_on(layer.wo, op::GemvEpilogue::kAccumulate, layer.w13),
+                              whole_residual && hands_on(layer.wo, op::GemvEpilogue::kAccumulate, layer.w13),
                               hands_on(layer.w13, op::GemvEpilogue::kSwiglu, layer.w2),
-                              hands_on(layer.w2, op::GemvEpilogue::kAccumulate, next)};
+                              whole_residual && hands_on(layer.w2, op::GemvEpilogue::kAccumulate, next)};
   }
   return ok_status();
 }
@@ -614,6 +616,7 @@ Status LlamaModel::add_to_residual(const op::MatMul& w, const Tensor& bias, cons
     // (the plan's carries_residual). The next GEMV normalizes it as it reads it.
     op::DecodeGemv gemv;
     gemv.in = &in;
+    gemv.in_quantized = in_quantized;
     gemv.epilogue = plan_.carries_residual() ? op::GemvEpilogue::kAccumulate : op::GemvEpilogue::kStore;
     gemv.out = &a.x;
     KUIPER_RETURN_IF_ERROR(w.forward_decode(gemv, ctx));

@@ -170,7 +170,8 @@ class LlamaModel {
   };
   // Which fused decode kernels of a layer hand their output on quantized (each where it can and
   // the GEMV reading that output reads it so): attention to wo, wo to w1|w3, w1|w3 to w2, w2 to
-  // the next layer's wq|wk|wv (or the classifier).
+  // the next layer's wq|wk|wv (or the classifier). Under tensor parallelism only the first and
+  // third: wo and w2 write partial sums.
   struct QuantizedHandoffs {
     bool attention = false, wo = false, w13 = false, w2 = false;
   };
@@ -292,7 +293,7 @@ class LlamaModel {
   bool matrices_as_stored_ = false;  // ModelOptions::weight_dtype unset, on the CPU
   DataType matmul_input_dtype_ = DataType::kFP32;  // the table's matmul_input for the weights
   NormHandoff handoff_;       // fused decode only
-  std::vector<QuantizedHandoffs> quantized_handoffs_;  // by layer; all off unless fused on one rank
+  std::vector<QuantizedHandoffs> quantized_handoffs_;  // by layer; all off unless fused
   Tensor swiglu_quantized_;   // w1|w3's output quantized for w2, where quantized_handoffs_ say
   Tensor attention_quantized_;  // attention's output quantized for wo, where quantized_handoffs_ say
   Tensor logits_;             // [vocab]
