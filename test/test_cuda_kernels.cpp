@@ -1033,13 +1033,14 @@ TEST_F(CudaDecodeGemv, StagedReadersNormalizeXAsTheyQuantizeIt) {
   }
 }
 
-// x handed from one int4 GEMV to the next quantized in halves of 16 (kernel_table.h,
+// x handed from one int8 or int4 GEMV to the next quantized in halves of 16 (kernel_table.h,
 // decode_quantized_x_bytes). The producer: a residual accumulate handing the norm on (short and
 // tall layouts) and a swiglu (tall), each writing its output quantized. Its bytes, decoded here,
 // must give every output within half a step of its half's scale, with the half's Σ q. The
-// consumer (short and tall): given only the quantized x (its fp32 `in` zeros, so that reading
-// that instead fails), within test::quantized_product's bounds of the product of the exact input
-// (rounding in halves of 16 moves it no more than in blocks of 32).
+// consumer (int4: short and tall; int8: tall, its short layout widens x to fp32): given only the
+// quantized x (its fp32 `in` zeros, so that reading that instead fails), within
+// test::quantized_product's bounds of the product of the exact input (rounding in halves of 16
+// moves it no more than in blocks of 32).
 TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
   const auto expect_quantized = [&](const Tensor& values, const Tensor& quantized, const std::string& what) {
     expect_quantized_halves(values, download(quantized), what);
@@ -1053,7 +1054,7 @@ TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
     Tensor out = poisoned_gpu({w.rows()});
     const op::DecodeGemv gemv{.in = &zeros, .weight = &gpu_w, .in_sumsq = sumsq, .norm_eps = 1e-5f, .out = &out,
                               .rope_kv = {}, .in_quantized = &quantized};
-    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(DataType::kINT4)](gemv, ctx()));
+    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(w.dtype())](gemv, ctx()));
     const Tensor got = download(out);
     const test::QuantizedProduct ref = test::quantized_product(x, w);
     for (int64_t r = 0; r < w.rows(); ++r) {
@@ -1071,48 +1072,58 @@ TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
     for (int64_t i = 0; i < scaled.numel(); ++i) x.data<float>()[i] = static_cast<float>(scaled.data<float>()[i] * inv_rms);
     return x;
   };
-  for (const int64_t rows : {int64_t{4096}, int64_t{6144}}) {
-    SCOPED_TRACE("accumulate " + std::to_string(rows) + " rows");
-    const op::Weight w = test::random_int4_weight(rows, cols, 32, true, rng_);
-    ASSERT_TRUE(gpu_.decode_gemv_quantizes_output(w, op::GemvEpilogue::kAccumulate));
-    const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
-    const Tensor gpu_x = upload(test::random_tensor({1, cols}, rng_));
-    const Tensor g = upload(test::random_tensor({rows}, rng_, 0.5f, 1.5f));
-    Tensor sum = upload(test::random_tensor({rows}, rng_)), normed = poisoned_gpu({rows});
-    Tensor sumsq = poisoned_gpu({op::decode_sumsq_runs(rows)});
-    Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(rows)}).value());
-    const op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kAccumulate, .out = &sum,
-                              .next_norm_weight = &g, .next_normed = &normed, .next_sumsq = &sumsq, .rope_kv = {},
-                              .out_quantized = &quantized};
-    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(DataType::kINT4)](gemv, ctx()));
-    expect_quantized(download(normed), quantized, "x · g");
-    const Tensor x_next = normalized(download(normed), download(sumsq));
-    for (const int64_t next_rows : {int64_t{4096}, int64_t{6144}}) {
-      expect_consumer(test::random_int4_weight(next_rows, rows, 32, next_rows == 4096, rng_), x_next, &sumsq, quantized,
-                      "reader of " + std::to_string(next_rows) + " rows");
+  for (const DataType dtype : {DataType::kINT4, DataType::kINT8}) {
+    const bool int4 = dtype == DataType::kINT4;
+    // int4 with and without minimums, as the cases below alternate.
+    const auto weight = [&](int64_t rows, int64_t n, bool with_min) {
+      return int4 ? test::random_int4_weight(rows, n, 32, with_min, rng_) : test::random_int8_weight(rows, n, 32, rng_);
+    };
+    const std::vector<int64_t> consumer_rows = int4 ? std::vector<int64_t>{4096, 6144} : std::vector<int64_t>{6144};
+    for (const int64_t rows : {int64_t{4096}, int64_t{6144}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", accumulate " + std::to_string(rows) + " rows");
+      const op::Weight w = weight(rows, cols, true);
+      ASSERT_TRUE(gpu_.decode_gemv_quantizes_output(w, op::GemvEpilogue::kAccumulate));
+      const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
+      const Tensor gpu_x = upload(test::random_tensor({1, cols}, rng_));
+      const Tensor g = upload(test::random_tensor({rows}, rng_, 0.5f, 1.5f));
+      Tensor sum = upload(test::random_tensor({rows}, rng_)), normed = poisoned_gpu({rows});
+      Tensor sumsq = poisoned_gpu({op::decode_sumsq_runs(rows)});
+      Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(rows)}).value());
+      const op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kAccumulate, .out = &sum,
+                                .next_norm_weight = &g, .next_normed = &normed, .next_sumsq = &sumsq, .rope_kv = {},
+                                .out_quantized = &quantized};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(dtype)](gemv, ctx()));
+      expect_quantized(download(normed), quantized, "x · g");
+      const Tensor x_next = normalized(download(normed), download(sumsq));
+      for (const int64_t next_rows : consumer_rows) {
+        expect_consumer(weight(next_rows, rows, next_rows == 4096), x_next, &sumsq, quantized,
+                        "reader of " + std::to_string(next_rows) + " rows");
+      }
     }
+    {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", swiglu 2 x 4608 rows");
+      const int64_t hidden = 4608;
+      const op::Weight w = weight(2 * hidden, cols, false);
+      ASSERT_TRUE(gpu_.decode_gemv_quantizes_output(w, op::GemvEpilogue::kSwiglu));
+      const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
+      const Tensor gpu_x = upload(test::random_tensor({1, cols}, rng_));
+      Tensor out = poisoned_gpu({hidden});
+      Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(hidden)}).value());
+      const op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kSwiglu, .out = &out,
+                                .rope_kv = {}, .out_quantized = &quantized};
+      KUIPER_ASSERT_OK(gpu_.decode_gemv[at(dtype)](gemv, ctx()));
+      const Tensor h = download(out);
+      expect_quantized(h, quantized, "silu(gate) · up");
+      Tensor h_row = Tensor::zeros_cpu(DataType::kFP32, {1, hidden}).value();
+      std::copy_n(h.data<float>(), hidden, h_row.data<float>());
+      expect_consumer(weight(consumer_rows.front(), hidden, true), h_row, nullptr, quantized, "w2");
+    }
+    // A short swiglu's blocks hold 8 outputs, half of a half: refused, and the model does not ask.
+    EXPECT_FALSE(gpu_.decode_gemv_quantizes_output(weight(2 * 1024, cols, false), op::GemvEpilogue::kSwiglu))
+        << dtype_name(dtype);
   }
-  {
-    SCOPED_TRACE("swiglu 2 x 4608 rows");
-    const int64_t hidden = 4608;
-    const op::Weight w = test::random_int4_weight(2 * hidden, cols, 32, false, rng_);
-    ASSERT_TRUE(gpu_.decode_gemv_quantizes_output(w, op::GemvEpilogue::kSwiglu));
-    const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
-    const Tensor gpu_x = upload(test::random_tensor({1, cols}, rng_));
-    Tensor out = poisoned_gpu({hidden});
-    Tensor quantized = upload(Tensor::zeros_cpu(DataType::kINT8, {op::decode_quantized_x_bytes(hidden)}).value());
-    const op::DecodeGemv gemv{.in = &gpu_x, .weight = &gpu_w, .epilogue = op::GemvEpilogue::kSwiglu, .out = &out,
-                              .rope_kv = {}, .out_quantized = &quantized};
-    KUIPER_ASSERT_OK(gpu_.decode_gemv[at(DataType::kINT4)](gemv, ctx()));
-    const Tensor h = download(out);
-    expect_quantized(h, quantized, "silu(gate) · up");
-    Tensor h_row = Tensor::zeros_cpu(DataType::kFP32, {1, hidden}).value();
-    std::copy_n(h.data<float>(), hidden, h_row.data<float>());
-    expect_consumer(test::random_int4_weight(4096, hidden, 32, true, rng_), h_row, nullptr, quantized, "w2");
-  }
-  // A short swiglu's blocks hold 8 outputs, half of a half: refused, and the model does not ask.
-  EXPECT_FALSE(gpu_.decode_gemv_quantizes_output(test::random_int4_weight(2 * 1024, cols, 32, false, rng_),
-                                                 op::GemvEpilogue::kSwiglu));
+  // int8's short layout widens x to fp32: it does not read x quantized.
+  EXPECT_FALSE(gpu_.decode_gemv_reads_quantized(test::random_int8_weight(4096, cols, 32, rng_)));
 }
 
 TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithEveryNorm) {

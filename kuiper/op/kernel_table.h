@@ -71,7 +71,7 @@ using AttentionKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const
 
 // Optional: attention of one query row over a contiguous cache (decode) that writes its output
 // out [1, n_heads*head_dim] in fp32 and quantized as well, into out_quantized (int8
-// [decode_quantized_x_bytes(n_heads*head_dim)], below), for an int4 wo to read
+// [decode_quantized_x_bytes(n_heads*head_dim)], below), for an int8 or int4 wo to read
 // (DecodeGemv::in_quantized). head_dim must be a multiple of kDecodeQuantizedBlock. Otherwise as
 // AttentionKernel.
 using AttentionQuantizedOutputKernel = Status (*)(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -86,7 +86,7 @@ class Attention {
                Tensor& v_cache, const ExecutionContext& ctx) const;
   // Attends causally over the caches, which hold this chunk's keys and values: a contiguous
   // cache where `paged` is null, else a pool of blocks read through its block tables.
-  // `out_quantized`: where one row's output also goes quantized for an int4 wo
+  // `out_quantized`: where one row's output also goes quantized for an int8 or int4 wo
   // (kernel_table.h, AttentionQuantizedOutputKernel); contiguous caches only.
   Status attend(const Tensor& q, const Tensor& positions, const Tensor& k_cache, const Tensor& v_cache,
                 const PagedKv* paged, Tensor& out, const ExecutionContext& ctx, Tensor* out_quantized = nullptr) const;

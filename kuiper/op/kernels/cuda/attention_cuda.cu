@@ -3,7 +3,7 @@
 // on the tensor cores (attention_prefill.cu) and decode streams the cache through registers
 // (attention_decode_kernel.cuh); everything else runs the tiled CUDA-core kernel
 // (attention_kernels.cuh). Decode splits the cache into ranges whose partial results the
-// combine kernel merges (flash-decoding). For an int4 wo, whichever kernel writes the normalised
+// combine kernel merges (flash-decoding). For a quantized wo, whichever kernel writes the normalised
 // output also writes it quantized (attention_quantized_output, AttentionOutput).
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // fp32, or rounded to the fp16/bf16 that the matmul after attention reads, which spares that
 // matmul a rounding pass. The dtype is a kernel argument, the same for the whole grid, so each
 // attention kernel is compiled once rather than once per output type. Decode of one row may also
-// write its output quantized in halves (int8_halves.cuh) for an int4 wo to read.
+// write its output quantized in halves (int8_halves.cuh) for an int8 or int4 wo to read.
 #pragma once
 
 #include "kuiper/op/kernels/cuda/element_types.cuh"

@@ -156,18 +156,23 @@ Status launch_one_pass(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStrea
   });
 }
 
-// The warp kernel's row readers for int8 weights (kInt8ShortRowsUpTo says why).
-Status launch_int8(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
-                   cudaStream_t stream) {
+// The warp kernel's row readers for int8 weights (kInt8ShortRowsUpTo says why), as
+// visit.operator()<Unpaired, Paired>() takes them (launch_warp's readers). Tall matrices multiply
+// in integers, with x quantized by each block or handed on in halves (x_in_halves: a.x_int8).
+template <typename Visit>
+auto with_int8_layout(GemvRowReader reader, bool x_in_halves, Visit&& visit) {
   switch (reader) {
-    case GemvRowReader::kShortChunks:
-      return launch_warp<SplitColumns<Int8Chunks<4, 1>, 2>>(a, epilogue, stream);
+    case GemvRowReader::kShortChunks: {
+      using Rows = SplitColumns<Int8Chunks<4, 1>, 2>;
+      return visit.template operator()<Rows, Rows>();
+    }
     case GemvRowReader::kTallChunks:
-      return launch_warp<Int8Int8Chunks<4, 1>>(a, epilogue, stream);
+      if (x_in_halves) return visit.template operator()<Int8HalvesChunks<4, 1>, Int8HalvesChunks<4, 1>>();
+      return visit.template operator()<Int8Int8Chunks<4, 1>, Int8Int8Chunks<4, 1>>();
     case GemvRowReader::kScalar:
       break;
   }
-  return launch_warp<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>(a, epilogue, stream);
+  return visit.template operator()<ScalarRows<int8_t>, ScalarRows<int8_t, 2>>();
 }
 
 // The same layouts for int4 weights, all multiplied in integers, as visit.operator()<Unpaired,
@@ -193,6 +198,12 @@ auto with_int4_layout(GemvRowReader reader, bool x_in_halves, Visit&& visit) {
   return visit.template operator()<ScalarRows<PackedInt4>, ScalarRows<PackedInt4, 2>>();
 }
 
+// Whether `reader` of int8 or int4 weights takes x handed on quantized in halves: every int4
+// layout but the scalar one, int8's tall one (its short one widens x to fp32).
+bool reads_halves(DataType dtype, GemvRowReader reader) {
+  return dtype == DataType::kINT4 ? reader != GemvRowReader::kScalar : reader == GemvRowReader::kTallChunks;
+}
+
 // The outputs one block of Rows writes with `epilogue`: its rows, or half of them for swiglu. A
 // block quantizes its outputs for the next GEMV (decode_gemv_epilogues.cuh) where they are whole
 // halves of 16.
@@ -201,11 +212,14 @@ constexpr int block_outputs(GemvEpilogue epilogue) {
   constexpr int kBlockRows = decode_gemv_block_rows<Rows>();
   return epilogue == GemvEpilogue::kSwiglu ? kBlockRows / 2 : kBlockRows;
 }
-// The tall layouts' blocks hold the same rows with 2 or 3 a multiprocessor (two_blocks_fill_better).
-bool quantizes_outputs(GemvRowReader reader, bool x_in_halves, GemvEpilogue epilogue) {
-  return with_int4_layout(reader, x_in_halves, [&]<typename Unpaired, typename Paired>() {
+// The tall int4 layouts' blocks hold the same rows with 2 or 3 a multiprocessor
+// (two_blocks_fill_better).
+bool quantizes_outputs(DataType dtype, GemvRowReader reader, bool x_in_halves, GemvEpilogue epilogue) {
+  const auto whole_halves = [&]<typename Unpaired, typename Paired>() {
     return (pairs_rows(epilogue) ? block_outputs<Paired>(epilogue) : block_outputs<Unpaired>(epilogue)) % 16 == 0;
-  });
+  };
+  return dtype == DataType::kINT8 ? with_int8_layout(reader, x_in_halves, whole_halves)
+                                  : with_int4_layout(reader, x_in_halves, whole_halves);
 }
 
 // A tall int4 matrix read from halves runs as many blocks of 32 rows as it has, in waves of
@@ -224,15 +238,17 @@ bool two_blocks_fill_better(int rows, int multiprocessors) {
   return last_wave_fill(2) > last_wave_fill(3);
 }
 
-Status launch_int4(const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue, int multiprocessors,
-                   cudaStream_t stream) {
-  const bool x_in_halves = a.x_int8 != nullptr && reader != GemvRowReader::kScalar;
-  if (a.out_int8 != nullptr && !quantizes_outputs(reader, x_in_halves, epilogue)) {
-    return unsupported("decode_gemv: this int4 layout cannot write its output quantized (decode_gemv_quantizes_output)");
+// int8 and int4 weights.
+Status launch_quantized(DataType dtype, const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
+                        int multiprocessors, cudaStream_t stream) {
+  const bool x_in_halves = a.x_int8 != nullptr && reads_halves(dtype, reader);
+  if (a.out_int8 != nullptr && !quantizes_outputs(dtype, reader, x_in_halves, epilogue)) {
+    return unsupported("decode_gemv: this layout cannot write its output quantized (decode_gemv_quantizes_output)");
   }
   const auto launch = [&]<typename Unpaired, typename Paired>() {
     return launch_warp<Unpaired, Paired>(a, epilogue, stream);
   };
+  if (dtype == DataType::kINT8) return with_int8_layout(reader, x_in_halves, launch);
   if (x_in_halves && reader == GemvRowReader::kTallChunks && two_blocks_fill_better(a.rows, multiprocessors)) {
     return with_int4_layout<2>(reader, x_in_halves, launch);
   }
@@ -321,14 +337,15 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
       return invalid_argument("decode_gemv quantized input " + g.in_quantized->describe() + " does not fit weight " +
                               w.values.describe());
     }
-    // Only the int4 readers read it; the others take x in fp32 from `in`.
-    if (w.dtype() == DataType::kINT4) a.x_int8 = g.in_quantized->raw_data();
+    // Only the readers that multiply in integers read it (reads_halves); the others take x in
+    // fp32 from `in`.
+    if (w.is_quantized()) a.x_int8 = g.in_quantized->raw_data();
   }
   if (g.out_quantized != nullptr) {
     const bool swiglu = g.epilogue == GemvEpilogue::kSwiglu;
     const int64_t n = swiglu ? rows / 2 : rows;
-    if (w.dtype() != DataType::kINT4 || !(swiglu || g.next_norm_weight != nullptr) || n % kInt8InputBlock != 0) {
-      return unsupported("decode_gemv writes its output quantized only from int4 weights, for swiglu or an "
+    if (!w.is_quantized() || !(swiglu || g.next_norm_weight != nullptr) || n % kInt8InputBlock != 0) {
+      return unsupported("decode_gemv writes its output quantized only from int8 or int4 weights, for swiglu or an "
                          "accumulate that hands a norm on, 32 outputs at a time; got " + w.values.describe());
     }
     KUIPER_RETURN_IF_ERROR(expect_cuda(*g.out_quantized, DataType::kINT8, "decode_gemv quantized output"));
@@ -397,17 +414,18 @@ GemvRowReader reader_for(const Weight& weight, GemvEpilogue epilogue) {
 }  // namespace
 
 bool decode_gemv_reads_quantized(const Weight& weight) {
-  return weight.dtype() == DataType::kINT4 && weight.cols() % kInt8InputBlock == 0 &&
-         reader_for(weight, GemvEpilogue::kStore) != GemvRowReader::kScalar;
+  return weight.is_quantized() && weight.cols() % kInt8InputBlock == 0 &&
+         reads_halves(weight.dtype(), reader_for(weight, GemvEpilogue::kStore));
 }
 
 bool decode_gemv_quantizes_output(const Weight& weight, GemvEpilogue epilogue) {
   const bool swiglu = epilogue == GemvEpilogue::kSwiglu;
-  if (weight.dtype() != DataType::kINT4 || !(swiglu || epilogue == GemvEpilogue::kAccumulate)) return false;
+  if (!weight.is_quantized() || !(swiglu || epilogue == GemvEpilogue::kAccumulate)) return false;
   if ((swiglu ? weight.rows() / 2 : weight.rows()) % kInt8InputBlock != 0) return false;
   // Whether or not its own x comes quantized.
   const GemvRowReader reader = reader_for(weight, epilogue);
-  return quantizes_outputs(reader, false, epilogue) && quantizes_outputs(reader, true, epilogue);
+  return quantizes_outputs(weight.dtype(), reader, false, epilogue) &&
+         quantizes_outputs(weight.dtype(), reader, true, epilogue);
 }
 
 Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
@@ -420,8 +438,9 @@ Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
   if (a.in_norm_weight != nullptr && gemv.epilogue != GemvEpilogue::kAccumulate && !sums_here) {
     KUIPER_RETURN_IF_ERROR(normalize_first(gemv, a, ctx));
   }
-  if (dtype == DataType::kINT8) return launch_int8(a, choice.reader, gemv.epilogue, s);
-  if (dtype == DataType::kINT4) return launch_int4(a, choice.reader, gemv.epilogue, cuda_backend(ctx).multiprocessors, s);
+  if (dtype == DataType::kINT8 || dtype == DataType::kINT4) {
+    return launch_quantized(dtype, a, choice.reader, gemv.epilogue, cuda_backend(ctx).multiprocessors, s);
+  }
   return dispatch_float_type(dtype, [&](auto zero) {
     using T = decltype(zero);
     return choice.kernel == GemvKernel::kOnePass ? launch_one_pass<T>(a, gemv.epilogue, s)

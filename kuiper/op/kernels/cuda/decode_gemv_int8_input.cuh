@@ -6,7 +6,7 @@
 //    the kernel that writes x. x is 16 KB for 4096 columns, small beside a block's weights.
 //  - QuantizedHalves (one token, x handed on quantized): the kernel that wrote x also wrote it
 //    quantized in halves of 16 (int8_halves.cuh): a GEMV from the outputs each of its blocks
-//    holds (quantize_outputs), the attention combine from each head's;
+//    holds (quantize_outputs), decode attention from each head's;
 //    a block then reads 48 bytes per 32 inputs from L2 instead of quantizing all of x first
 //    (kernel_table.h, decode_quantized_x_bytes; docs/performance.md has the gain).
 //  - QuantizedTokens (several tokens): quantize_tokens_kernel quantizes all T rows of x once

@@ -164,6 +164,10 @@ using Int8Int8Chunks = Int8InputChunks<Int8Units, StagedInput, kRowsPerWarp, kBu
 template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 using Int4HalvesChunks = Int8InputChunks<Int4Units, QuantizedHalves, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
 
+// The one-token int8 reader for tall matrices, likewise.
+template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
+using Int8HalvesChunks = Int8InputChunks<Int8Units, QuantizedHalves, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm>;
+
 // The multi-token readers: x of kTokensPerWarp tokens quantized once (quantize_tokens_kernel).
 template <typename Weights, int kRowsPerWarp, int kBurstLoads, int kTokensPerWarp, int kMinBlocksPerSm = 2>
 using TokenChunks = Int8InputChunks<Weights, QuantizedTokens, kRowsPerWarp, kBurstLoads, kMinBlocksPerSm, kTokensPerWarp>;

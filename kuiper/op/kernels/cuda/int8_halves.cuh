@@ -1,6 +1,6 @@
 // x quantized to int8 in halves of 16 values (kernel_table.h, decode_quantized_x_bytes): the
-// form in which a kernel that writes an int4 GEMV's input (a decode GEMV's epilogue, decode
-// attention's output) hands it on, so that the GEMV reads int8 x instead of quantizing it in
+// form in which a kernel that writes an int8 or int4 GEMV's input (a decode GEMV's epilogue,
+// decode attention's output) hands it on, so that the GEMV reads int8 x instead of quantizing it in
 // every block (decode_gemv_int8_input.cuh, QuantizedHalves).
 #pragma once
 
