@@ -16,7 +16,6 @@
 
 #include "kuiper/base/device.h"
 #include "kuiper/checkpoint/checkpoint_convert.h"
-#include "kuiper/checkpoint/random_checkpoint.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/op/kernel_table.h"
 #include "test/test_util.h"
@@ -139,28 +138,18 @@ TEST(CudaInt4Model, DecodeLogitsMatchCpuPrefill) {
   EXPECT_LT(worst, 2e-2);
 }
 
-// A random int4 model shaped so that every handoff of x quantized in halves runs (llama_model.h,
-// QuantizedHandoffs), which stories260K's (head_dim 8, hidden 172) does not: head_dim 128
-// (attention to wo), dim 1024 (wo and w2 hand the norm on to q|k|v and w1|w3), hidden 3072 (w1|w3,
-// 6144 rows, hands SwiGLU on to w2; on a 132-multiprocessor GPU its rows are read with two blocks
-// a multiprocessor), vocab 6144 (the classifier reads the last w2's). Symmetric, groups of 32,
-// quantized once for both models; a 12-token prompt, then 16 forced tokens decoded on CUDA,
-// against one CPU prefill of all of them, bound as above.
+// test::handoff_model_checkpoint in int4, on which every handoff of x quantized in halves runs
+// (llama_model.h, QuantizedHandoffs): head_dim 128 (attention to wo), dim 1024 (wo and w2 hand
+// the norm on to q|k|v and w1|w3), hidden 3072 (w1|w3, 6144 rows, hands SwiGLU on to w2; on a
+// 132-multiprocessor GPU its rows are read with two blocks a multiprocessor), vocab 6144 (the
+// classifier reads the last w2's). Symmetric, groups of 32, quantized once for both models; CUDA
+// decode against CPU prefill, bound as above.
 TEST(CudaInt4Model, EveryQuantizedHandoffMatchesCpuPrefill) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
-  LlamaConfig c;
-  c.dim = 1024; c.hidden_dim = 3072; c.n_layers = 2; c.n_heads = 8; c.n_kv_heads = 2;
-  c.vocab_size = 6144; c.max_seq_len = 64; c.shared_classifier = false;
-  KUIPER_ASSERT_OK_AND_ASSIGN(const Checkpoint random, make_random_checkpoint(c, 5));
+  KUIPER_ASSERT_OK_AND_ASSIGN(const Checkpoint random, test::handoff_model_checkpoint());
   KUIPER_ASSERT_OK_AND_ASSIGN(const Checkpoint ckpt,
                               convert_checkpoint(random, {DataType::kINT4, 32, Int4Scheme::kSymmetric}));
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 28; ++i) tokens.push_back((i * 977 + 31) % c.vocab_size);
-  ModelOptions cpu;
-  cpu.weight_dtype = DataType::kINT4;
-  ModelOptions gpu = cpu;
-  gpu.device = DeviceType::kCUDA;
-  const double worst = test::decode_logit_error(ckpt, tokens, 12, gpu, cpu);
+  const double worst = test::handoff_model_decode_error(ckpt, DataType::kINT4);
   std::printf("int4 model with every quantized handoff, CUDA decode against CPU prefill: worst relative logit "
               "error %.3g (bound 2e-2)\n", worst);
   EXPECT_LT(worst, 2e-2);

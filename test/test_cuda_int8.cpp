@@ -15,7 +15,6 @@
 #include <random>
 
 #include "kuiper/base/device.h"
-#include "kuiper/checkpoint/random_checkpoint.h"
 #include "kuiper/generation/session.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/op/kernel_table.h"
@@ -211,25 +210,15 @@ TEST_F(CudaInt8Model, GreedyStoryEqualsCpu) {
   EXPECT_EQ(pieces[1], pieces[0]);
 }
 
-// A random int8 model shaped so that x goes on quantized in halves (llama_model.h,
-// QuantizedHandoffs) into its tall matrices, which multiply in integers: wo's accumulate into
+// test::handoff_model_checkpoint in int8, whose tall matrices, which multiply in integers, read x
+// handed on quantized in halves (llama_model.h, QuantizedHandoffs): wo's accumulate goes into
 // w1|w3 (hidden 3072: 6144 rows) and the last w2's into the classifier (vocab 6144). Its q|k|v
 // (1536 rows) and w2 (1024) are short, read with x widened to fp32. Quantized at load (groups of
-// 64, the same for both models); a 12-token prompt, then 16 forced tokens decoded on CUDA, against
-// one CPU prefill of all of them, bound as above.
+// 64, the same for both models); CUDA decode against CPU prefill, bound as above.
 TEST(CudaInt8Handoffs, QuantizedHandoffsMatchCpuPrefill) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
-  LlamaConfig c;
-  c.dim = 1024; c.hidden_dim = 3072; c.n_layers = 2; c.n_heads = 8; c.n_kv_heads = 2;
-  c.vocab_size = 6144; c.max_seq_len = 64; c.shared_classifier = false;
-  KUIPER_ASSERT_OK_AND_ASSIGN(const Checkpoint random, make_random_checkpoint(c, 5));
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 28; ++i) tokens.push_back((i * 977 + 31) % c.vocab_size);
-  ModelOptions cpu;
-  cpu.weight_dtype = DataType::kINT8;
-  ModelOptions gpu = cpu;
-  gpu.device = DeviceType::kCUDA;
-  const double worst = test::decode_logit_error(random, tokens, 12, gpu, cpu);
+  KUIPER_ASSERT_OK_AND_ASSIGN(const Checkpoint random, test::handoff_model_checkpoint());
+  const double worst = test::handoff_model_decode_error(random, DataType::kINT8);
   std::printf("int8 model with x handed on quantized, CUDA decode against CPU prefill: worst relative logit "
               "error %.3g (bound 2e-2)\n", worst);
   EXPECT_LT(worst, 2e-2);

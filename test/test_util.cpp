@@ -8,6 +8,7 @@
 
 #include <glog/logging.h>
 
+#include "kuiper/checkpoint/random_checkpoint.h"
 #include "kuiper/engine/engine.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/op/kernel_table.h"
@@ -247,6 +248,29 @@ double stories_decode_logit_error(const ModelOptions& options, const ModelOption
   const size_t prompt = tokens.size();
   for (int i = 0; i < 40; ++i) tokens.push_back((i * 37 + 11) % 512);
   return decode_logit_error(*ckpt, tokens, prompt, options, reference);
+}
+
+StatusOr<Checkpoint> handoff_model_checkpoint() {
+  LlamaConfig c;
+  c.dim = 1024;
+  c.hidden_dim = 3072;
+  c.n_layers = 2;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.vocab_size = 6144;
+  c.max_seq_len = 64;
+  c.shared_classifier = false;
+  return make_random_checkpoint(c, 5);
+}
+
+double handoff_model_decode_error(const Checkpoint& checkpoint, DataType weight_dtype) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 28; ++i) tokens.push_back((i * 977 + 31) % checkpoint.config.vocab_size);
+  ModelOptions cpu;
+  cpu.weight_dtype = weight_dtype;
+  ModelOptions gpu = cpu;
+  gpu.device = DeviceType::kCUDA;
+  return decode_logit_error(checkpoint, tokens, 12, gpu, cpu);
 }
 
 double decode_logit_error(const Checkpoint& checkpoint, const std::vector<int32_t>& tokens, size_t prompt,

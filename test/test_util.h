@@ -114,6 +114,15 @@ double decode_logit_error(const Checkpoint& checkpoint, const std::vector<int32_
 // decode_logit_error of stories260K: a 10-token prompt, then 40 forced tokens.
 double stories_decode_logit_error(const ModelOptions& options, const ModelOptions& reference);
 
+// A random model shaped so that the CUDA decode kernels of int8 and int4 weights hand x on
+// quantized (llama_model.h, QuantizedHandoffs), which stories260K's (head_dim 8, hidden 172,
+// vocab 512) do not: dim 1024, hidden 3072, 2 layers, 8 heads of 128 (2 KV heads), vocab 6144,
+// its own classifier.
+StatusOr<Checkpoint> handoff_model_checkpoint();
+// decode_logit_error of that model (or of a conversion of it) with `weight_dtype` weights on
+// CUDA against the CPU: a 12-token prompt, then 16 forced tokens.
+double handoff_model_decode_error(const Checkpoint& checkpoint, DataType weight_dtype);
+
 // Six sequences run together through an Engine over `model` (prompts {1, 403 + i, 407,
 // 261 + 3i, 378}, 40 greedy tokens each, EOS ignored): a prefill step, then batched decode steps.
 // For checking that a way of running the model (split over ranks) keeps its text.

@@ -284,7 +284,7 @@ struct MaxOf {
 // memory; then each thread sums one output dimension over a strided subset of the splits
 // (several loads in flight), and the subsets are added up through shared memory.
 // Where out asks for it (one query row, head_dim a multiple of 32), the output also goes
-// quantized in halves of 16 (int8_halves.cuh), for the int4 GEMV after attention.
+// quantized in halves of 16 (int8_halves.cuh), for the int8 or int4 GEMV after attention.
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
                              const int32_t* positions, int64_t context, int n_heads,
