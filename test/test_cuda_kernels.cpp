@@ -570,7 +570,7 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
   }
 }
 
-// Decode attention that also writes its output quantized for an int4 wo (kernel_table.h,
+// Decode attention that also writes its output quantized for an int8 or int4 wo (kernel_table.h,
 // AttentionQuantizedOutputKernel): the fp32 output against the CPU as above, and its quantized
 // form against that output. Capacities of one split's rows (the attention kernel quantizes) and
 // of several (the combine does), with a length of one split and of several. bf16 caches take the

@@ -251,14 +251,7 @@ double stories_decode_logit_error(const ModelOptions& options, const ModelOption
 }
 
 StatusOr<Checkpoint> handoff_model_checkpoint() {
-  LlamaConfig c;
-  c.dim = 1024;
-  c.hidden_dim = 3072;
-  c.n_layers = 2;
-  c.n_heads = 8;
-  c.n_kv_heads = 2;
-  c.vocab_size = 6144;
-  c.max_seq_len = 64;
+  LlamaConfig c = model_shape(1024, 3072, 2, 8, 2, 6144, 64);
   c.shared_classifier = false;
   return make_random_checkpoint(c, 5);
 }

@@ -438,7 +438,7 @@ Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
   if (a.in_norm_weight != nullptr && gemv.epilogue != GemvEpilogue::kAccumulate && !sums_here) {
     KUIPER_RETURN_IF_ERROR(normalize_first(gemv, a, ctx));
   }
-  if (dtype == DataType::kINT8 || dtype == DataType::kINT4) {
+  if (gemv.weight->is_quantized()) {
     return launch_quantized(dtype, a, choice.reader, gemv.epilogue, cuda_backend(ctx).multiprocessors, s);
   }
   return dispatch_float_type(dtype, [&](auto zero) {
