@@ -15,8 +15,10 @@
 #include <random>
 
 #include "kuiper/base/device.h"
+#include "kuiper/base/half.h"
 #include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/model/llama_model.h"
+#include "kuiper/model/weight_placement.h"
 #include "kuiper/op/kernel_table.h"
 #include "test/test_util.h"
 
@@ -115,6 +117,28 @@ TEST_P(CudaInt4, RefusesMalformedWeights) {
   Tensor in = upload(test::random_tensor({1, 64}, rng_));
   Tensor out = upload(Tensor::zeros_cpu(DataType::kFP32, {1, 4}).value());
   EXPECT_FALSE(op::cuda_kernel_table().matmul[kInt4](in, w, out, ctx()).ok());
+}
+
+// On the GPU a weight's scales and mins are fp16 (op/weight_groups.h): placing one rounds each to
+// the nearest fp16 (base/half.h's, which test_half checks against the compiler's _Float16), and
+// the host gets those values back; a scale fp16 cannot hold is refused when the weight is placed.
+TEST_P(CudaInt4, PlacedWithFp16GroupConstants) {
+  op::Weight w = test::random_int4_weight(4, 64, 32, GetParam(), rng_);
+  w.scales.data<float>()[1] = 0.1f;  // not an fp16 value
+  KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight gpu_w, weight_on(w, *gpu_));
+  EXPECT_EQ(gpu_w.scales.dtype(), DataType::kFP16);
+  EXPECT_EQ(gpu_w.mins.is_empty() ? DataType::kFP16 : gpu_w.mins.dtype(), DataType::kFP16);
+  KUIPER_ASSERT_OK_AND_ASSIGN(op::Weight back, weight_on_host(gpu_w));
+  for (auto [placed, original] : {std::pair{&back.scales, &w.scales}, {&back.mins, &w.mins}}) {
+    for (int64_t g = 0; g < original->numel(); ++g) {
+      EXPECT_EQ(placed->data<float>()[g], fp16_to_float(float_to_fp16(original->data<float>()[g]))) << "group " << g;
+    }
+  }
+  w.scales.data<float>()[3] = 1e5f;
+  const auto refused = weight_on(w, *gpu_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("scales: 100000 at group 3 is beyond fp16's range"), std::string::npos)
+      << refused.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, CudaInt4, testing::Bool());

@@ -323,8 +323,7 @@ TEST_F(CudaKernels, GemvReadsWhatTheKernelBeforeItWrote) {
             : op::Weight{round_to(test::random_tensor({dim, dim}, rng_), dtype), {}, 0};
     Tensor expected = Tensor::zeros_cpu(DataType::kFP32, {1, dim}).value();
     KUIPER_ASSERT_OK(cpu_.matmul[at(dtype)](normed, w, expected, ctx()));
-    const op::Weight gpu_w{upload(w.values), dtype == DataType::kINT8 ? upload(w.scales) : Tensor(),
-                           w.group_size};
+    const op::Weight gpu_w = test::to_device(w, *gpu_allocator_);
     const Tensor gpu_in = upload(in), gpu_norm_weight = upload(norm_weight);
     Tensor x = poisoned_gpu({1, dim}), out = poisoned_gpu({1, dim});
     KUIPER_ASSERT_OK(gpu_.rmsnorm(gpu_in, gpu_norm_weight, 1e-5f, x, *own));
@@ -884,7 +883,7 @@ class CudaDecodeGemv : public CudaKernels {
     op::Weight w = c.dtype == DataType::kINT8
                        ? test::random_int8_weight(rows, cols, c.group, rng_)
                        : op::Weight{round_to(test::random_tensor({rows, cols}, rng_), c.dtype), {}, 0};
-    op::Weight gpu{upload(w.values), w.is_quantized() ? upload(w.scales) : Tensor(), w.group_size};
+    op::Weight gpu = test::to_device(w, *gpu_allocator_);
     return {std::move(w), std::move(gpu)};
   }
   // CPU reference of W · (g ? rmsnorm(x) * g : x).

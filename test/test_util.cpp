@@ -10,7 +10,9 @@
 
 #include "kuiper/checkpoint/random_checkpoint.h"
 #include "kuiper/engine/engine.h"
+#include "kuiper/base/half.h"
 #include "kuiper/model/llama_model.h"
+#include "kuiper/model/weight_placement.h"
 #include "kuiper/op/kernel_table.h"
 
 namespace kuiper::test {
@@ -107,8 +109,12 @@ Tensor to_device(const Tensor& t, Allocator& device) {
 }
 
 op::Weight to_device(const op::Weight& w, Allocator& device) {
-  return {to_device(w.values, device), to_device(w.scales, device), w.group_size, to_device(w.mins, device)};
+  auto placed = weight_on(w, device);
+  CHECK(placed.ok()) << placed.status().to_string();
+  return std::move(placed).value();
 }
+
+float fp16_value(float v) { return fp16_to_float(float_to_fp16(v)); }
 
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng) {
   op::Weight w;
@@ -118,7 +124,7 @@ op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt1993
   std::uniform_int_distribution<int> q(-127, 127);
   std::uniform_real_distribution<float> s(0.001f, 0.02f);
   for (int64_t i = 0; i < w.values.numel(); ++i) w.values.data<int8_t>()[i] = static_cast<int8_t>(q(rng));
-  for (int64_t i = 0; i < w.scales.numel(); ++i) w.scales.data<float>()[i] = s(rng);
+  for (int64_t i = 0; i < w.scales.numel(); ++i) w.scales.data<float>()[i] = fp16_value(s(rng));
   return w;
 }
 
@@ -159,8 +165,8 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_m
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> s(0.001f, 0.02f), m(-0.1f, 0.1f);
   for (int64_t i = 0; i < w.values.numel(); ++i) w.values.data<uint8_t>()[i] = static_cast<uint8_t>(byte(rng));
-  for (int64_t i = 0; i < w.scales.numel(); ++i) w.scales.data<float>()[i] = s(rng);
-  for (int64_t i = 0; with_min && i < w.mins.numel(); ++i) w.mins.data<float>()[i] = m(rng);
+  for (int64_t i = 0; i < w.scales.numel(); ++i) w.scales.data<float>()[i] = fp16_value(s(rng));
+  for (int64_t i = 0; with_min && i < w.mins.numel(); ++i) w.mins.data<float>()[i] = fp16_value(m(rng));
   return w;
 }
 

@@ -49,8 +49,9 @@ Tensor random_tensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, flo
 // The elements of an fp32 tensor on any device, copied to the host (waits for queued work).
 std::vector<float> to_host(const Tensor& t);
 
-// A copy in `device`'s memory (an empty tensor stays empty), and a weight whose values, scales
-// and mins are copied so: what the CUDA tests hand the GPU kernels.
+// A copy in `device`'s memory (an empty tensor stays empty), and a weight placed there as a
+// model places it (model/weight_placement.h: group constants in the device's dtype): what the
+// CUDA tests hand the GPU kernels.
 Tensor to_device(const Tensor& t, Allocator& device);
 op::Weight to_device(const op::Weight& w, Allocator& device);
 
@@ -69,11 +70,15 @@ class GpuTest : public Base {
   Allocator* gpu_ = nullptr;
 };
 
-// An int8 weight with random values in [-127, 127] and scales in [0.001, 0.02).
+// `v` rounded to the nearest fp16 value: group constants that the CUDA kernels' fp16 holds
+// exactly, so that they multiply by the very weights a host reference does.
+float fp16_value(float v);
+
+// An int8 weight with random values in [-127, 127] and scales in [0.001, 0.02) (fp16 values).
 op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt19937& rng);
 
 // An int4 weight with random nibbles, scales in [0.001, 0.02) and, when `with_min`, mins in
-// [-0.1, 0.1).
+// [-0.1, 0.1) (fp16 values).
 op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_min, std::mt19937& rng);
 
 // Weight [r, c] of a host int4 weight as the double it stands for, decoded here from the layout

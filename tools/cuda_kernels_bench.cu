@@ -3,9 +3,9 @@
 //  - decode GEMV (bf16, fp16, fp32 weights) through the kernel table, with the weights rotated
 //    among copies that together exceed the L2 cache, also replayed from a CUDA graph, and other
 //    burst depths for reference;
-//  - decode int8 GEMV (bytes counted: int8 weights + fp32 scales), with other rows-per-warp,
+//  - decode int8 GEMV (bytes counted: int8 weights + fp16 scales), with other rows-per-warp,
 //    burst depths and blocks per multiprocessor for reference;
-//  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp32 scales
+//  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp16 scales
 //    and mins), with other rows-per-warp, burst depths and blocks per multiprocessor, and reading
 //    x quantized once instead of in every block, for reference;
 //  - batched-decode int8/int4 matmul at T = 2 .. 32 tokens (the multi-token GEMV), beside the
@@ -174,15 +174,10 @@ double gemv_launch_us(GemvLaunch launch, const std::vector<op::Weight>& ws, cons
     a.next_normed = next_normed.data<float>();
     a.next_sumsq = next_sumsq.data<float>();
   }
-  a.group_size = ws[0].group_size;
-  a.group_shift = op::cuda::chunk_group_shift(a.group_size);
   return 1e3 * median_ms([&](int i) {
     const op::Weight& w = ws[i % ws.size()];
     a.w = w.values.raw_data();
-    if (w.is_quantized()) {
-      a.scales = w.scales.data<float>();
-      a.mins = w.mins.is_empty() ? nullptr : w.mins.data<float>();
-    }
+    if (w.is_quantized()) op::cuda::set_weight_groups(a, w);
     if (before != nullptr) check(before(a, as_cuda_stream(ctx().stream())), "before gemv");
     check(launch(a, as_cuda_stream(ctx().stream())), "gemv");
   }, 60);
@@ -262,11 +257,11 @@ op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, uint32_t se
   check(values.status(), "allocate int8");
   int8_from_float_kernel<<<4096, 256>>>(values_f.data<float>(), values->data<int8_t>(), rows * cols);
   check(cudaGetLastError(), "int8 fill");
-  Tensor scales = random_gpu(DataType::kFP32, {rows * cols / group}, seed + 1);
+  Tensor scales = random_gpu(DataType::kFP16, {rows * cols / group}, seed + 1);
   return {std::move(values).value(), std::move(scales), group};
 }
 
-// Random packed int4 bytes (every byte is two valid nibbles), fp32 scales and mins per group of
+// Random packed int4 bytes (every byte is two valid nibbles), fp16 scales and mins per group of
 // `group`.
 __global__ void bytes_from_float_kernel(const float* in, uint8_t* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -282,8 +277,8 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, uint32_t se
   bytes_from_float_kernel<<<4096, 256>>>(bytes_f.data<float>(), static_cast<uint8_t*>(values->raw_data()),
                                          rows * cols / 2);
   check(cudaGetLastError(), "int4 fill");
-  Tensor scales = random_gpu(DataType::kFP32, {rows * cols / group}, seed + 1);
-  Tensor mins = random_gpu(DataType::kFP32, {rows * cols / group}, seed + 2);
+  Tensor scales = random_gpu(DataType::kFP16, {rows * cols / group}, seed + 1);
+  Tensor mins = random_gpu(DataType::kFP16, {rows * cols / group}, seed + 2);
   return {std::move(values).value(), std::move(scales), group, std::move(mins)};
 }
 
@@ -401,7 +396,7 @@ int main(int argc, char** argv) {
   // int8 (group 64), and other shapes of the kernel.
   for (auto [r, c] : quantized_shapes) {
     const int group = 64;
-    const size_t bytes = static_cast<size_t>(r * c) + 4 * static_cast<size_t>(r * c / group);
+    const size_t bytes = static_cast<size_t>(r * c) + 2 * static_cast<size_t>(r * c / group);
     std::vector<op::Weight> ws;
     for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int8_weight(r, c, group, 400 + 2 * k));
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 18);
@@ -438,7 +433,7 @@ int main(int argc, char** argv) {
   // int4 (groups of 32 with a minimum), and other layouts of its reader.
   for (auto [r, c] : quantized_shapes) {
     const int group = 32;
-    const size_t bytes = static_cast<size_t>(r * c / 2) + 8 * static_cast<size_t>(r * c / group);
+    const size_t bytes = static_cast<size_t>(r * c / 2) + 4 * static_cast<size_t>(r * c / group);
     std::vector<op::Weight> ws;
     for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int4_weight(r, c, group, 600 + 3 * k));
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 20);
@@ -484,8 +479,8 @@ int main(int argc, char** argv) {
     for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008}}) {
       const bool int8 = dtype == DataType::kINT8;
       const int group = int8 ? 64 : 32;
-      const size_t bytes = int8 ? static_cast<size_t>(r * c) + 4 * static_cast<size_t>(r * c / group)
-                                : static_cast<size_t>(r * c / 2) + 8 * static_cast<size_t>(r * c / group);
+      const size_t bytes = int8 ? static_cast<size_t>(r * c) + 2 * static_cast<size_t>(r * c / group)
+                                : static_cast<size_t>(r * c / 2) + 4 * static_cast<size_t>(r * c / group);
       std::vector<op::Weight> ws;
       for (int k = 0; k < copies_for(bytes); ++k) {
         ws.push_back(int8 ? random_int8_weight(r, c, group, 700 + 2 * k) : random_int4_weight(r, c, group, 800 + 3 * k));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kuiper/model/quantize_common.h"
+#include "kuiper/model/weight_placement.h"
 
 namespace kuiper {
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kuiper/model/quantize_common.h"
+#include "kuiper/model/weight_placement.h"
 
 namespace kuiper {
 

@@ -26,14 +26,4 @@ StatusOr<Tensor> quantization_source(const Tensor& values, int group_size) {
   return src;
 }
 
-StatusOr<op::Weight> weight_on_host(const op::Weight& weight) {
-  op::Weight host = weight;
-  for (Tensor* t : {&host.values, &host.scales, &host.mins}) {
-    if (!t->is_empty() && t->device() != DeviceType::kCPU) {
-      KUIPER_ASSIGN_OR_RETURN(*t, t->to(cpu_allocator()));
-    }
-  }
-  return host;
-}
-
 }  // namespace kuiper

@@ -1,5 +1,5 @@
-// What every weight quantizer shares (int8_quantize.h, int4_quantize.h): the fp32 source it reads
-// and the host copy it dequantizes from. Host-side.
+// What every weight quantizer shares (int8_quantize.h, int4_quantize.h): the fp32 source it reads.
+// Host-side.
 #pragma once
 
 #include "kuiper/op/weight.h"
@@ -10,8 +10,5 @@ namespace kuiper {
 // `group_size`; refuses a shape that is not a whole number of groups and any NaN or infinite
 // weight (naming its row and column), which no scale could represent.
 StatusOr<Tensor> quantization_source(const Tensor& values, int group_size);
-
-// `weight` with its tensors on the host (itself when it is there already).
-StatusOr<op::Weight> weight_on_host(const op::Weight& weight);
 
 }  // namespace kuiper

@@ -7,6 +7,7 @@
 #include "kuiper/model/int4_quantize.h"
 #include "kuiper/model/int8_quantize.h"
 #include "kuiper/model/dequantize.h"
+#include "kuiper/model/weight_placement.h"
 
 namespace kuiper {
 namespace {
@@ -64,15 +65,7 @@ StatusOr<op::Weight> convert_weight(const op::Weight& weight, DataType dtype, Al
   if (weight.dtype() != dtype) {
     KUIPER_ASSIGN_OR_RETURN(out, change_dtype(weight, dtype));
   }
-  if (out.values.device() != allocator.device()) {
-    KUIPER_ASSIGN_OR_RETURN(out.values, out.values.to(allocator));
-    for (Tensor* per_group : {&out.scales, &out.mins}) {
-      if (!per_group->is_empty()) {
-        KUIPER_ASSIGN_OR_RETURN(*per_group, per_group->to(allocator));
-      }
-    }
-  }
-  return out;
+  return weight_on(out, allocator);
 }
 
 StatusOr<op::Weight> stack_rows(std::span<const op::Weight> parts, DataType dtype, Allocator& allocator) {

@@ -23,8 +23,8 @@ namespace kuiper::op {
 // The nibble that stands for 0 in a symmetric int4 weight.
 inline constexpr int kInt4SymmetricZero = 8;
 
-// OK when `weight` is int4 values [rows, cols / 2] with fp32 scales (and, when present, fp32
-// mins) [rows * cols / group_size] on the same device, rows * cols divisible by group_size and
+// OK when `weight` is int4 values [rows, cols / 2] with scales (and, when present, mins)
+// [rows * cols / group_size] on the same device in its group_constants_dtype, rows * cols divisible by group_size and
 // the group size even; otherwise says which part does not fit.
 Status check_int4_weight(const Weight& weight);
 

@@ -1,5 +1,5 @@
 // The int8 weight contract shared by quantizer, loaders and kernels: one int8 per weight, one
-// fp32 scale per group (grouping: weight_groups.h); a weight is q · scale.
+// scale per group (grouping and the scales' dtype: weight_groups.h); a weight is q · scale.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,8 @@
 
 namespace kuiper::op {
 
-// OK when `weight` is int8 [rows, cols] with fp32 scales [rows * cols / group_size] on the same
-// device and rows * cols divisible by group_size; otherwise says which part does not fit.
+// OK when `weight` is int8 [rows, cols] with scales [rows * cols / group_size] on the same
+// device, in its group_constants_dtype, and rows * cols divisible by group_size; otherwise says which part does not fit.
 Status check_int8_weight(const Weight& weight);
 
 // Index of the scale of flat element `index`.

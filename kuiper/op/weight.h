@@ -1,5 +1,6 @@
-// A matrix a layer multiplies by: fp32/fp16/bf16 values, or quantized values with one fp32 scale
-// per group of `group_size` consecutive weights along the input dimension: int8 (symmetric,
+// A matrix a layer multiplies by: fp32/fp16/bf16 values, or quantized values with one scale per
+// group of `group_size` consecutive weights along the input dimension (fp32 on the CPU, fp16 on
+// CUDA: weight_groups.h): int8 (symmetric,
 // op/int8_weight.h) or int4 (two weights a byte, symmetric or with a per-group minimum,
 // op/int4_weight.h). The same struct carries every dtype, so layers never care which one they hold.
 #pragma once
@@ -13,9 +14,9 @@ namespace kuiper::op {
 
 struct Weight {
   Tensor values;       // [rows, cols]; int4: [rows, cols / 2] bytes of two weights
-  Tensor scales;       // int8/int4 only: fp32 [rows * cols / group_size]; empty otherwise
+  Tensor scales;       // int8/int4 only: [rows * cols / group_size]; empty otherwise
   int group_size = 0;  // int8/int4 only
-  Tensor mins{};       // int4 with a per-group minimum only: fp32, one per group; empty otherwise
+  Tensor mins{};       // int4 with a per-group minimum only: one per group; empty otherwise
 
   DataType dtype() const { return values.dtype(); }
   DeviceType device() const { return values.device(); }

@@ -360,12 +360,7 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
   a.rows = static_cast<int>(rows);
   a.cols = static_cast<int>(cols);
   a.out = g.out->data<float>();
-  if (w.is_quantized()) {
-    a.scales = w.scales.data<float>();
-    a.mins = w.mins.is_empty() ? nullptr : w.mins.data<float>();
-    a.group_size = w.group_size;
-    a.group_shift = chunk_group_shift(w.group_size);
-  }
+  if (w.is_quantized()) set_weight_groups(a, w);
   switch (g.epilogue) {
     case GemvEpilogue::kStore:
     case GemvEpilogue::kAccumulate:

@@ -40,8 +40,8 @@ enum class InputNorm {
 // What the kernel reads, in device terms (decode_gemv.cu fills it from a DecodeGemv).
 struct DecodeGemvArgs {
   const void* w = nullptr;
-  const float* scales = nullptr;  // int8/int4 only
-  const float* mins = nullptr;    // int4 with a per-group minimum only
+  const __half* scales = nullptr;  // int8/int4 only (op/weight_groups.h: fp16 on CUDA)
+  const __half* mins = nullptr;    // int4 with a per-group minimum only
   int group_size = 0;             // int8/int4 only
   int group_shift = 0;            // log2(group_size), Int8Chunks/Int4Int8Chunks only
   const float* x = nullptr;
@@ -71,6 +71,14 @@ struct DecodeGemvArgs {
 inline int chunk_group_shift(int g) {
   const auto u = static_cast<unsigned>(g);
   return g >= 16 && std::has_single_bit(u) ? std::countr_zero(u) : -1;
+}
+
+// A quantized weight's group constants and size into `a`.
+inline void set_weight_groups(DecodeGemvArgs& a, const Weight& w) {
+  a.scales = static_cast<const __half*>(w.scales.raw_data());
+  a.mins = w.mins.is_empty() ? nullptr : static_cast<const __half*>(w.mins.raw_data());
+  a.group_size = w.group_size;
+  a.group_shift = chunk_group_shift(w.group_size);
 }
 
 // Elements of T in one 16-byte chunk, the unit the dense kernels read rows in.

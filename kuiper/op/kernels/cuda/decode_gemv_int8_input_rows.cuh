@@ -41,11 +41,11 @@ namespace {  // internal linkage: decode_gemv_args.cuh says why
 // word k are weights 8k, 8k + 2, ... (the even inputs), the high nibbles the odd ones.
 struct Int4Units {
   static constexpr bool kMins = true;
-  struct Unit { uint4 w; float scale, min; };
+  struct Unit { uint4 w; __half scale, min; };
   static __device__ Unit load(const DecodeGemvArgs& a, int64_t first_weight) {
     const int64_t group = first_weight >> a.group_shift;
     return {__ldcs(static_cast<const uint4*>(a.w) + first_weight / kInt8InputBlock), __ldcs(a.scales + group),
-            a.mins != nullptr ? __ldcs(a.mins + group) : 0.f};
+            a.mins != nullptr ? __ldcs(a.mins + group) : __half{}};
   }
   static __device__ void split(const Unit& u, uint4& lo, uint4& hi) {
     lo = {u.w.x & 0x0F0F0F0Fu, u.w.y & 0x0F0F0F0Fu, u.w.z & 0x0F0F0F0Fu, u.w.w & 0x0F0F0F0Fu};
@@ -59,7 +59,7 @@ struct Int4Units {
 // 2k + 1 hold weights 8k .. 8k + 7; one byte permute gathers the even ones, one the odd ones.
 struct Int8Units {
   static constexpr bool kMins = false;
-  struct Unit { uint4 w0, w1; float scale; };
+  struct Unit { uint4 w0, w1; __half scale; };
   static __device__ Unit load(const DecodeGemvArgs& a, int64_t first_weight) {
     const auto* p = reinterpret_cast<const uint4*>(static_cast<const int8_t*>(a.w) + first_weight);
     return {__ldcs(p), __ldcs(p + 1), __ldcs(a.scales + (first_weight >> a.group_shift))};
@@ -133,9 +133,9 @@ struct Int8InputChunks {
 #pragma unroll
           for (int p = 1; p < kParts; ++p) product = fmaf(x.part[p].scale, part_dot(p), product);
           if constexpr (Weights::kMins) {
-            s.sum[t][r] += w.scale * product + w.min * x_sum;
+            s.sum[t][r] += __half2float(w.scale) * product + __half2float(w.min) * x_sum;
           } else {
-            s.sum[t][r] += w.scale * product;
+            s.sum[t][r] += __half2float(w.scale) * product;
           }
         }
       }

@@ -135,7 +135,7 @@ template <int kRowsPerWarp, int kBurstLoads, int kMinBlocksPerSm = 2>
 struct Int8Chunks {
   static constexpr int kRows = kRowsPerWarp, kBurst = kBurstLoads, kMinBlocks = kMinBlocksPerSm;
   static constexpr int kColumnParts = 1, kTokens = 1;
-  struct Loaded { uint4 w[kRows][kBurst]; float scale[kRows][kBurst]; };
+  struct Loaded { uint4 w[kRows][kBurst]; __half scale[kRows][kBurst]; };
   struct Sums { float sum[kRows] = {}; };
   const uint4* row[kRows];
   int64_t flat[kRows];  // index of the row's first weight, for the scale lookup
@@ -165,8 +165,8 @@ struct Int8Chunks {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const uint4& v = l.w[r][u];
-        s.sum[r] += l.scale[r][u] * (dot4_int8(v.x, x0) + dot4_int8(v.y, x1) +
-                                     dot4_int8(v.z, x2) + dot4_int8(v.w, x3));
+        s.sum[r] += __half2float(l.scale[r][u]) * (dot4_int8(v.x, x0) + dot4_int8(v.y, x1) +
+                                                   dot4_int8(v.z, x2) + dot4_int8(v.w, x3));
       }
     });
   }
@@ -202,10 +202,10 @@ struct ScalarRows {
         const int64_t i = flat[r] + c;
         if constexpr (std::is_same_v<T, PackedInt4>) {
           const int64_t g = i / a.group_size;
-          l.w[r][u] = int4_value(int4_nibble(static_cast<const uint8_t*>(a.w), i), a.scales[g],
-                                 a.mins != nullptr ? a.mins[g] : 0.f, a.mins != nullptr);
+          l.w[r][u] = int4_value(int4_nibble(static_cast<const uint8_t*>(a.w), i), __half2float(a.scales[g]),
+                                 a.mins != nullptr ? __half2float(a.mins[g]) : 0.f, a.mins != nullptr);
         } else if constexpr (std::is_same_v<T, int8_t>) {
-          l.w[r][u] = static_cast<float>(static_cast<const T*>(a.w)[i]) * a.scales[i / a.group_size];
+          l.w[r][u] = static_cast<float>(static_cast<const T*>(a.w)[i]) * __half2float(a.scales[i / a.group_size]);
         } else {
           l.w[r][u] = to_float(static_cast<const T*>(a.w)[i]);
         }

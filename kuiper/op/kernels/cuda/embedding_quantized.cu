@@ -1,5 +1,7 @@
 // out[t, :] = dequant(table[tokens[t], :]) for int8 and int4 tables. Token ids are read on the
 // device; an id outside the table yields a zero row, as for the float tables (embedding_cuda.cu).
+#include <cuda_fp16.h>
+
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int4_weight.h"
 #include "kuiper/op/int8_weight.h"
@@ -15,20 +17,21 @@ constexpr int kThreads = 256;
 // Flat weight i of an int8 table.
 struct Int8Values {
   const int8_t* q;
-  const float* scales;
+  const __half* scales;
   int group_size;
-  __device__ float operator()(int64_t i) const { return static_cast<float>(q[i]) * scales[i / group_size]; }
+  __device__ float operator()(int64_t i) const { return static_cast<float>(q[i]) * __half2float(scales[i / group_size]); }
 };
 
 // Flat weight i of an int4 table.
 struct Int4Values {
   const uint8_t* packed;
-  const float* scales;
-  const float* mins;  // null: symmetric
+  const __half* scales;
+  const __half* mins;  // null: symmetric
   int group_size;
   __device__ float operator()(int64_t i) const {
     const int64_t g = i / group_size;
-    return int4_value(int4_nibble(packed, i), scales[g], mins ? mins[g] : 0.f, mins != nullptr);
+    return int4_value(int4_nibble(packed, i), __half2float(scales[g]), mins ? __half2float(mins[g]) : 0.f,
+                      mins != nullptr);
   }
 };
 
@@ -61,15 +64,15 @@ Status embed(const Tensor& tokens, const Weight& table, Tensor& out, const Execu
 Status embedding_int8(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_int8_weight(table));
   KUIPER_RETURN_IF_ERROR(expect_cuda(table.values, DataType::kINT8, "embedding table"));
-  return embed(tokens, table, out, ctx, Int8Values{table.values.data<int8_t>(), table.scales.data<float>(), table.group_size});
+  return embed(tokens, table, out, ctx, Int8Values{table.values.data<int8_t>(), table.scales.data<__half>(), table.group_size});
 }
 
 Status embedding_int4(const Tensor& tokens, const Weight& table, Tensor& out, const ExecutionContext& ctx) {
   KUIPER_RETURN_IF_ERROR(check_int4_weight(table));
   KUIPER_RETURN_IF_ERROR(expect_cuda(table.values, DataType::kINT4, "embedding table"));
   return embed(tokens, table, out, ctx,
-               Int4Values{table.values.data<uint8_t>(), table.scales.data<float>(),
-                          table.mins.is_empty() ? nullptr : table.mins.data<float>(), table.group_size});
+               Int4Values{table.values.data<uint8_t>(), table.scales.data<__half>(),
+                          table.mins.is_empty() ? nullptr : table.mins.data<__half>(), table.group_size});
 }
 
 }  // namespace kuiper::op::cuda

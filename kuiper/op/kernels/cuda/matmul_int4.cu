@@ -2,6 +2,7 @@
 // quantized to int8), the multi-token GEMV of multi_token_gemv.cu, or the bf16 GEMM on W
 // dequantized (dequantized_gemm.cuh chooses).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int4_weight.h"
@@ -17,13 +18,13 @@ namespace {
 // the values and the output are 16-byte aligned and the group size is a multiple of 32 (a step
 // then stays in one group), else 1 — the int8 kernel's layout (matmul_int8.cu has its timings).
 template <int kWidth>
-__global__ void dequantize_int4_bf16_kernel(const uint8_t* __restrict__ packed, const float* __restrict__ scales,
-                                            const float* __restrict__ mins, __nv_bfloat16* __restrict__ out,
+__global__ void dequantize_int4_bf16_kernel(const uint8_t* __restrict__ packed, const __half* __restrict__ scales,
+                                            const __half* __restrict__ mins, __nv_bfloat16* __restrict__ out,
                                             int64_t n, int group_size) {
   const bool with_min = mins != nullptr;
   for_each_group<kWidth>(n, [&]<int W>(int64_t i) {
     const int64_t g = i / group_size;
-    const float scale = scales[g], min = with_min ? mins[g] : 0.f;
+    const float scale = __half2float(scales[g]), min = with_min ? __half2float(mins[g]) : 0.f;
     if constexpr (W == 32) {
       const uint4 bytes = *reinterpret_cast<const uint4*>(packed + i / 2);
       const auto* b = reinterpret_cast<const uint8_t*>(&bytes);
@@ -49,11 +50,11 @@ Status matmul_int4(const Tensor& in, const Weight& weight, Tensor& out, const Ex
   return quantized_matmul(in, weight, out, ctx, DataType::kINT4, [&](__nv_bfloat16* scratch, cudaStream_t stream) {
     const int64_t n = weight.numel();
     const auto* packed = weight.values.data<uint8_t>();
-    const float* mins = weight.mins.is_empty() ? nullptr : weight.mins.data<float>();
+    const __half* mins = weight.mins.is_empty() ? nullptr : weight.mins.data<__half>();
     const bool wide = weight.group_size % 32 == 0 && aligned_to(packed, 16) && aligned_to(scratch, 16);
     with_width<32>(wide, [&](auto width) {
       dequantize_int4_bf16_kernel<width()><<<elementwise_blocks((n + width() - 1) / width()), kElementwiseThreads, 0, stream>>>(
-          packed, weight.scales.data<float>(), mins, scratch, n, weight.group_size);
+          packed, weight.scales.data<__half>(), mins, scratch, n, weight.group_size);
     });
   });
 }

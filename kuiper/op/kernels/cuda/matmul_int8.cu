@@ -1,6 +1,7 @@
 // int8-weight matmul on the GPU: the GEMV of decode_gemv.cu, the multi-token GEMV of
 // multi_token_gemv.cu, or the bf16 GEMM on W dequantized (dequantized_gemm.cuh chooses).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int8_weight.h"
@@ -18,10 +19,10 @@ namespace {
 // of the 30 ms of a LLaMA-2-7B int8 prefill of 512 tokens on an H200; 16 at a time: 17,199 ->
 // 27,461 tokens/s.
 template <int kWidth>
-__global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const float* __restrict__ scales,
+__global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const __half* __restrict__ scales,
                                        __nv_bfloat16* __restrict__ out, int64_t n, int group_size) {
   for_each_group<kWidth>(n, [&]<int W>(int64_t i) {
-    const float scale = scales[i / group_size];
+    const float scale = __half2float(scales[i / group_size]);
     if constexpr (W == 16) {
       const uint4 bytes = *reinterpret_cast<const uint4*>(q + i);
       const auto* b = reinterpret_cast<const int8_t*>(&bytes);
@@ -50,7 +51,7 @@ Status matmul_int8(const Tensor& in, const Weight& weight, Tensor& out, const Ex
     const bool wide = weight.group_size % 16 == 0 && aligned_to(q, 16) && aligned_to(scratch, 16);
     with_width<16>(wide, [&](auto width) {
       dequantize_bf16_kernel<width()><<<elementwise_blocks((n + width() - 1) / width()), kElementwiseThreads, 0, stream>>>(
-          q, weight.scales.data<float>(), scratch, n, weight.group_size);
+          q, weight.scales.data<__half>(), scratch, n, weight.group_size);
     });
   });
 }

@@ -45,10 +45,7 @@ bool multi_token_gemv_fits(const Tensor& in, const Weight& weight) {
 Status multi_token_gemv(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   DecodeGemvArgs a;
   a.w = weight.values.raw_data();
-  a.scales = weight.scales.data<float>();
-  a.mins = weight.mins.is_empty() ? nullptr : weight.mins.data<float>();
-  a.group_size = weight.group_size;
-  a.group_shift = chunk_group_shift(weight.group_size);
+  set_weight_groups(a, weight);
   a.x = in.data<float>();
   a.rows = static_cast<int>(weight.rows());
   a.cols = static_cast<int>(weight.cols());
