@@ -16,6 +16,7 @@
 
 #include "kuiper/base/device.h"
 #include "kuiper/generation/session.h"
+#include "kuiper/model/int8_quantize.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/op/kernel_table.h"
 #include "test/test_util.h"
@@ -153,6 +154,21 @@ class CudaInt8Model : public ::testing::Test {
   }
   Checkpoint ckpt_;
 };
+
+// A scale fp16 cannot hold (the GPU's dtype for scales, op/weight_groups.h) in a file's int8
+// matrix: the CUDA model is refused with the matrix named; the CPU model, whose scales are fp32,
+// loads it.
+TEST_F(CudaInt8Model, RefusesAScaleBeyondFp16NamingTheMatrix) {
+  KUIPER_ASSERT_OK_AND_ASSIGN(ckpt_.weights.layers[1].w2, quantize_int8(ckpt_.weights.layers[1].w2.values, 64));
+  ckpt_.weights.layers[1].w2.scales.data<float>()[2] = 1e5f;
+  const auto refused = LlamaModel::create(ckpt_.config, ckpt_.weights, int8_options(DeviceType::kCUDA));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(refused.status().message().find("layer 1 w2: weight "), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("scales: 100000 at group 2 is beyond fp16's range"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(LlamaModel::create(ckpt_.config, ckpt_.weights, int8_options(DeviceType::kCPU)).ok());
+}
 
 // Prefill a prompt, then decode 40 forced tokens: the logits after each call, CUDA against CPU.
 TEST_F(CudaInt8Model, LogitsMatchCpu) {

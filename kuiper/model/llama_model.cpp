@@ -200,12 +200,19 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
                             " layers, the config " + std::to_string(config_.n_layers));
   }
   Allocator& alloc = ctx_->allocator();
+  // A matrix that cannot be placed (say, a scale beyond the device's dtype) is named in the error.
+  const auto named = [](const std::string& name, const Status& s) {
+    return Status(s.code(), name + ": " + s.message());
+  };
   // A matrix on the device in the dtype it runs in (matrix_dtype).
-  const auto placed = [&](const op::Weight& weight) {
-    return convert_weight(weight, matrix_dtype(weight, weight_dtype_, matrices_as_stored_), alloc);
+  const auto placed = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::Weight> {
+    const DataType dtype = matrix_dtype(weight, weight_dtype_, matrices_as_stored_);
+    StatusOr<op::Weight> on_device = convert_weight(weight, dtype, alloc);
+    if (!on_device.ok()) return named(name, on_device.status());
+    return on_device;
   };
   const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
-    KUIPER_ASSIGN_OR_RETURN(op::Weight on_device, placed(weight));
+    KUIPER_ASSIGN_OR_RETURN(op::Weight on_device, placed(name, weight));
     return op::MatMul(name, std::move(on_device));
   };
   // Stacks `parts` into one matrix; `views` receive the parts back as row views into it.
@@ -221,7 +228,9 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
                                                         : requantized_part(part_name, part, host.front()));
       host.push_back(std::move(converted));
     }
-    KUIPER_ASSIGN_OR_RETURN(op::Weight whole, stack_rows(host, weight_dtype_, alloc));
+    StatusOr<op::Weight> stacked_weight = stack_rows(host, weight_dtype_, alloc);
+    if (!stacked_weight.ok()) return named(name, stacked_weight.status());
+    op::Weight whole = std::move(stacked_weight).value();
     int64_t row = 0;
     auto part = parts.begin();
     for (const auto& [view_name, view] : views) {
@@ -274,14 +283,14 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
   const auto [first_word, last_word] = plan_.vocab_rows(config_.vocab_size);
   if (config_.shared_classifier) {
     // One copy serves both: the embedding looks up any row, the classifier reads its own.
-    KUIPER_ASSIGN_OR_RETURN(op::Weight table, placed(w.classifier));
+    KUIPER_ASSIGN_OR_RETURN(op::Weight table, placed("classifier", w.classifier));
     KUIPER_ASSIGN_OR_RETURN(op::Weight rows, table.slice_rows(first_word, last_word));
     classifier_ = op::MatMul("classifier", std::move(rows));
     embedding_ = op::Embedding(std::move(table));
   } else {
     KUIPER_ASSIGN_OR_RETURN(op::Weight rows, w.classifier.slice_rows(first_word, last_word));
     KUIPER_ASSIGN_OR_RETURN(classifier_, matmul("classifier", rows));
-    KUIPER_ASSIGN_OR_RETURN(op::Weight table, placed(w.token_embedding));
+    KUIPER_ASSIGN_OR_RETURN(op::Weight table, placed("token embedding", w.token_embedding));
     embedding_ = op::Embedding(std::move(table));
   }
 

@@ -24,8 +24,8 @@ namespace kuiper::op {
 inline constexpr int kInt4SymmetricZero = 8;
 
 // OK when `weight` is int4 values [rows, cols / 2] with scales (and, when present, mins)
-// [rows * cols / group_size] on the same device in its group_constants_dtype, rows * cols divisible by group_size and
-// the group size even; otherwise says which part does not fit.
+// [rows * cols / group_size] on the same device in its group_constants_dtype, rows * cols
+// divisible by group_size and the group size even; otherwise says which part does not fit.
 Status check_int4_weight(const Weight& weight);
 
 // Nibble `index` (flat weight index) of packed int4 bytes.

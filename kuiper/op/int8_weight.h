@@ -9,7 +9,8 @@
 namespace kuiper::op {
 
 // OK when `weight` is int8 [rows, cols] with scales [rows * cols / group_size] on the same
-// device, in its group_constants_dtype, and rows * cols divisible by group_size; otherwise says which part does not fit.
+// device, in its group_constants_dtype, and rows * cols divisible by group_size; otherwise says
+// which part does not fit.
 Status check_int8_weight(const Weight& weight);
 
 // Index of the scale of flat element `index`.

@@ -17,8 +17,9 @@ Status check_group_tensor(const Weight& weight, const Tensor& per_group, const s
   if (per_group.is_empty() || per_group.dtype() != dtype || per_group.numel() != groups ||
       per_group.device() != v.device()) {
     return invalid_argument(kind + " weight " + v.describe() + " with group size " +
-                            std::to_string(weight.group_size) + " needs " + std::to_string(groups) +
-                            " " + std::string(dtype_name(dtype)) + " " + what + " on " + std::string(device_name(v.device())) + ", got " +
+                            std::to_string(weight.group_size) + " needs " + std::to_string(groups) + " " +
+                            std::string(dtype_name(dtype)) + " " + what + " on " +
+                            std::string(device_name(v.device())) + ", got " +
                             (per_group.is_empty() ? std::string("none") : per_group.describe()));
   }
   return ok_status();

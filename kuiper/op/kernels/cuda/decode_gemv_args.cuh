@@ -42,8 +42,8 @@ struct DecodeGemvArgs {
   const void* w = nullptr;
   const __half* scales = nullptr;  // int8/int4 only (op/weight_groups.h: fp16 on CUDA)
   const __half* mins = nullptr;    // int4 with a per-group minimum only
-  int group_size = 0;             // int8/int4 only
-  int group_shift = 0;            // log2(group_size), Int8Chunks/Int4Int8Chunks only
+  int group_size = 0;              // int8/int4 only
+  int group_shift = 0;             // log2(group_size), Int8Chunks/Int4Int8Chunks only
   const float* x = nullptr;
   const float* in_sumsq = nullptr;  // InputNorm::kGivenSums: Σ x² in runs
   int sumsq_runs = 0;
