@@ -8,9 +8,9 @@
 
 #include <glog/logging.h>
 
+#include "kuiper/base/half.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
 #include "kuiper/engine/engine.h"
-#include "kuiper/base/half.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/model/weight_placement.h"
 #include "kuiper/op/kernel_table.h"
