@@ -15,7 +15,6 @@
 #include <random>
 
 #include "kuiper/base/device.h"
-#include "kuiper/base/half.h"
 #include "kuiper/checkpoint/checkpoint_convert.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/model/weight_placement.h"
@@ -120,8 +119,8 @@ TEST_P(CudaInt4, RefusesMalformedWeights) {
 }
 
 // On the GPU a weight's scales and mins are fp16 (op/weight_groups.h): placing one rounds each to
-// the nearest fp16 (base/half.h's, which test_half checks against the compiler's _Float16), and
-// the host gets those values back; a scale fp16 cannot hold is refused when the weight is placed.
+// the nearest fp16 (test::fp16_value: base/half.h's, which test_half checks against the
+// compiler's _Float16), and the host gets those values back; a scale fp16 cannot hold is refused when the weight is placed.
 TEST_P(CudaInt4, PlacedWithFp16GroupConstants) {
   op::Weight w = test::random_int4_weight(4, 64, 32, GetParam(), rng_);
   w.scales.data<float>()[1] = 0.1f;  // not an fp16 value
@@ -133,7 +132,7 @@ TEST_P(CudaInt4, PlacedWithFp16GroupConstants) {
   for (auto [placed, original] : {std::pair{&back.scales, &w.scales}, {&back.mins, &w.mins}}) {
     ASSERT_EQ(placed->is_empty(), original->is_empty());
     for (int64_t g = 0; !original->is_empty() && g < original->numel(); ++g) {
-      EXPECT_EQ(placed->data<float>()[g], fp16_to_float(float_to_fp16(original->data<float>()[g]))) << "group " << g;
+      EXPECT_EQ(placed->data<float>()[g], test::fp16_value(original->data<float>()[g])) << "group " << g;
     }
   }
   w.scales.data<float>()[3] = 1e5f;

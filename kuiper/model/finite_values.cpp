@@ -4,12 +4,12 @@
 
 namespace kuiper {
 
-int64_t first_non_finite(const float* values, int64_t n) {
+int64_t first_not_below(const float* values, int64_t n, float limit) {
   // Every matrix is checked before it is quantized: on a 70B model a serial scan took minutes.
   int64_t first = n;
 #pragma omp parallel for schedule(static) reduction(min : first) if (n > (1 << 20))
   for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(values[i]) && i < first) first = i;
+    if (!(std::fabs(values[i]) < limit) && i < first) first = i;
   }
   return first < n ? first : -1;
 }

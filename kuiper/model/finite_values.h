@@ -3,12 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace kuiper {
 
+// Index of the first of `n` floats whose magnitude is not below `limit` (a NaN included), or -1.
+int64_t first_not_below(const float* values, int64_t n, float limit);
+
 // Index of the first NaN or ±Inf among `n` floats, or -1 when all are finite.
-int64_t first_non_finite(const float* values, int64_t n);
+inline int64_t first_non_finite(const float* values, int64_t n) {
+  return first_not_below(values, n, std::numeric_limits<float>::infinity());
+}
 
 // "NaN", "+Inf" or "-Inf", for messages.
 std::string non_finite_name(float value);

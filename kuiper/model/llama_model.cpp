@@ -201,15 +201,13 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
   }
   Allocator& alloc = ctx_->allocator();
   // A matrix that cannot be placed (say, a scale beyond the device's dtype) is named in the error.
-  const auto named = [](const std::string& name, const Status& s) {
-    return Status(s.code(), name + ": " + s.message());
+  const auto named = [](const std::string& name, StatusOr<op::Weight> placed) -> StatusOr<op::Weight> {
+    if (!placed.ok()) return Status(placed.status().code(), name + ": " + placed.status().message());
+    return placed;
   };
   // A matrix on the device in the dtype it runs in (matrix_dtype).
-  const auto placed = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::Weight> {
-    const DataType dtype = matrix_dtype(weight, weight_dtype_, matrices_as_stored_);
-    StatusOr<op::Weight> on_device = convert_weight(weight, dtype, alloc);
-    if (!on_device.ok()) return named(name, on_device.status());
-    return on_device;
+  const auto placed = [&](const std::string& name, const op::Weight& weight) {
+    return named(name, convert_weight(weight, matrix_dtype(weight, weight_dtype_, matrices_as_stored_), alloc));
   };
   const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
     KUIPER_ASSIGN_OR_RETURN(op::Weight on_device, placed(name, weight));
@@ -228,9 +226,7 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
                                                         : requantized_part(part_name, part, host.front()));
       host.push_back(std::move(converted));
     }
-    StatusOr<op::Weight> stacked_weight = stack_rows(host, weight_dtype_, alloc);
-    if (!stacked_weight.ok()) return named(name, stacked_weight.status());
-    op::Weight whole = std::move(stacked_weight).value();
+    KUIPER_ASSIGN_OR_RETURN(op::Weight whole, named(name, stack_rows(host, weight_dtype_, alloc)));
     int64_t row = 0;
     auto part = parts.begin();
     for (const auto& [view_name, view] : views) {

@@ -1,33 +1,20 @@
 #include "kuiper/model/weight_placement.h"
 
-#include <cmath>
 #include <cstdio>
 
+#include "kuiper/model/finite_values.h"
 #include "kuiper/model/float_convert.h"
 #include "kuiper/op/weight_groups.h"
 
 namespace kuiper {
-namespace {
 
 // The smallest magnitude that rounds to fp16's infinity (65504 plus half its last step).
 constexpr float kFp16Overflow = 65520.f;
 
-// The first of `n` floats that fp16 cannot hold, or -1.
-int64_t first_beyond_fp16(const float* values, int64_t n) {
-  int64_t first = n;
-#pragma omp parallel for schedule(static) reduction(min : first) if (n > (1 << 20))
-  for (int64_t i = 0; i < n; ++i) {
-    if (!(std::fabs(values[i]) < kFp16Overflow) && i < first) first = i;
-  }
-  return first < n ? first : -1;
-}
-
-}  // namespace
-
 StatusOr<Tensor> group_constants_as(const Tensor& per_group, DataType dtype, const std::string& what) {
   if (dtype == DataType::kFP16 && per_group.dtype() == DataType::kFP32) {
     KUIPER_ASSIGN_OR_RETURN(Tensor source, place_fp32(per_group, cpu_allocator()));
-    if (const int64_t bad = first_beyond_fp16(source.data<float>(), source.numel()); bad >= 0) {
+    if (const int64_t bad = first_not_below(source.data<float>(), source.numel(), kFp16Overflow); bad >= 0) {
       char value[32];
       std::snprintf(value, sizeof(value), "%g", source.data<float>()[bad]);
       return out_of_range(what + ": " + value + " at group " + std::to_string(bad) +
