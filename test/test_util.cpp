@@ -170,6 +170,24 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_m
   return w;
 }
 
+std::string weight_scheme_name(const ::testing::TestParamInfo<WeightScheme>& info) {
+  switch (info.param) {
+    case WeightScheme::kInt8: return "Int8";
+    case WeightScheme::kInt4: return "Int4";
+    case WeightScheme::kInt4Min: return "Int4WithMin";
+  }
+  return "";
+}
+
+DataType weight_scheme_dtype(WeightScheme scheme) {
+  return scheme == WeightScheme::kInt8 ? DataType::kINT8 : DataType::kINT4;
+}
+
+op::Weight random_weight(WeightScheme scheme, int64_t rows, int64_t cols, int group, std::mt19937& rng) {
+  return scheme == WeightScheme::kInt8 ? random_int8_weight(rows, cols, group, rng)
+                                       : random_int4_weight(rows, cols, group, scheme == WeightScheme::kInt4Min, rng);
+}
+
 double int4_dequantized(const op::Weight& w, int64_t r, int64_t c) {
   const int64_t flat = r * w.cols() + c, group = flat / w.group_size;
   const uint8_t byte = w.values.data<uint8_t>()[flat / 2];

@@ -81,6 +81,15 @@ op::Weight random_int8_weight(int64_t rows, int64_t cols, int group, std::mt1993
 // [-0.1, 0.1) (fp16 values).
 op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, bool with_min, std::mt19937& rng);
 
+// The quantized weight schemes, for tests parameterized over each.
+enum class WeightScheme { kInt8, kInt4, kInt4Min };
+inline constexpr WeightScheme kWeightSchemes[] = {WeightScheme::kInt8, WeightScheme::kInt4, WeightScheme::kInt4Min};
+// "Int8", "Int4", "Int4WithMin": the test names' suffixes.
+std::string weight_scheme_name(const ::testing::TestParamInfo<WeightScheme>& info);
+DataType weight_scheme_dtype(WeightScheme scheme);
+// random_int8_weight or random_int4_weight, as `scheme` says.
+op::Weight random_weight(WeightScheme scheme, int64_t rows, int64_t cols, int group, std::mt19937& rng);
+
 // Weight [r, c] of a host int4 weight as the double it stands for, decoded here from the layout
 // op/int4_weight.h describes (not with the library's helpers): an independent reference.
 double int4_dequantized(const op::Weight& w, int64_t r, int64_t c);

@@ -305,12 +305,14 @@ op::ScratchPlan LlamaModel::scratch_plan() const {
   const int64_t q_dim = int64_t{config_.n_heads} * config_.head_dim();
   const int64_t widest_input = std::max({int64_t{config_.dim}, q_dim, int64_t{config_.hidden_dim}});
   if (weight_dtype_ != DataType::kFP32) {
-    // fp32 activations rounded to 16 bits for a prefill GEMM, or quantized to int8 (1.25 bytes
-    // an input, multi_token_gemv.cu) for an int8/int4 batched-decode GEMV.
+    // fp32 activations rounded to 16 bits for a prefill GEMM or for the int8/int4 tensor-core
+    // GEMM of batched decode (quantized_mma.cu), or quantized to int8 (1.25 bytes an input,
+    // multi_token_gemv.cu) for an int8/int4 batched-decode GEMV.
     plan[op::ScratchUse::kGemmInput] = static_cast<size_t>(max_batch_) * widest_input * sizeof(uint16_t);
   }
   if (weight_dtype_ == DataType::kINT8 || weight_dtype_ == DataType::kINT4) {
-    // The largest quantized matrix, dequantized to bf16 for a prefill GEMM.
+    // The largest quantized matrix, dequantized to bf16 for a prefill GEMM; batched decode's
+    // tensor-core GEMM keeps its column splits' partial sums here (at most a matrix's bf16 size).
     int64_t largest = classifier_.weight().numel();
     for (const Layer& l : layers_) {
       for (const op::MatMul* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3, &l.wqkv, &l.w13}) {

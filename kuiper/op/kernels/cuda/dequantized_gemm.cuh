@@ -1,8 +1,9 @@
 // What the int8 and int4 matmuls share on the GPU, and which path a call of T tokens takes
 // (quantized_matmul): decode (T = 1) streams W once through the GEMV of decode_gemv.cu; batched
-// decode (a few tokens) streams it once per 8 tokens through the multi-token GEMV
-// (multi_token_gemv.cu); prefill is compute-bound: W is dequantized to bf16 into scratch memory
-// and multiplied by the bf16 tensor-core GEMM behind matmul().
+// decode of a few tokens streams it once through the multi-token GEMV (multi_token_gemv.cu), and
+// of 9-64 tokens through the tensor-core GEMM of quantized_mma.cu, which also reads W once;
+// prefill is compute-bound: W is dequantized to bf16 into scratch memory and multiplied by the
+// bf16 tensor-core GEMM behind matmul().
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,18 +17,35 @@ namespace kuiper::op::cuda {
 // returns T.
 StatusOr<int64_t> quantized_matmul_tokens(const Tensor& in, const Weight& weight, const Tensor& out, DataType dtype);
 
-// The most tokens the multi-token GEMV takes; more go to gemm_via_bf16. Bytes moved per weight
-// (int8 with groups of 64: 1 + 4/64 bytes; int4 with groups of 32 and mins: 0.5 + 8/32):
+// The most tokens the multi-token GEMV takes (for weights quantized_mma does not fit); more go
+// to gemm_via_bf16. Bytes moved per weight (int8 with groups of 64: 1 + 4/64 bytes; int4 with
+// groups of 32 and mins: 0.5 + 8/32):
 //  - gemm_via_bf16: the dequantize kernel reads W and writes 2 bytes of bf16, the GEMM reads
 //    those 2 bytes again: 5.06 bytes (int8), 4.75 (int4), whatever T, plus a launch;
 //  - the multi-token GEMV reads W once per tile of 8 tokens: ceil(T / 8) × 1.06 bytes (int8),
 //    × 0.75 (int4), plus x quantized once (1.25 bytes per input and token, negligible).
 // At T = 32 that is 4.25 bytes against 5.06 for int8, and 3 against 4.75 for int4; at T = 40
-// int8 reads 5.3, past the GEMM. Each tile also costs ~3 instructions per int8 weight
-// (decode_gemv_int8_input_rows.cuh) where an H100 issues ~10 per byte it streams, so the tiles
-// stay bandwidth-bound. 32 is the largest multiple of a tile where both dtypes read fewer bytes;
-// for int4 the crossover lies later (T ≈ 48), which cuda_kernels_bench's rows can confirm.
+// int8 reads 5.3, past the GEMM. 32 is the largest multiple of a tile where both dtypes read
+// fewer bytes.
 inline constexpr int64_t kMultiTokenGemvMaxTokens = 32;
+
+// From this many tokens up to kQuantizedMmaMaxTokens, quantized_mma takes the weights it fits.
+// The multi-token GEMV multiplies on the CUDA cores, 8 tokens per weight load; past one tile of 8
+// it is compute-bound (docs/performance.md), and the tensor cores take over.
+inline constexpr int64_t kQuantizedMmaMinTokens = 9;
+inline constexpr int kQuantizedMmaMaxTokens = 64;
+
+// Whether quantized_mma reads `weight` for `tokens` tokens: at most kQuantizedMmaMaxTokens,
+// rows a multiple of 32, cols of 128, groups a power of two of at least 32 weights, 16-byte
+// aligned values.
+bool quantized_mma_fits(int64_t tokens, const Weight& weight);
+// out[T, rows] = in[T, cols] · dequant(W)ᵀ on the tensor cores, for int8 or int4 weights that
+// quantized_mma_fits: W dequantized to bf16 as the dequantize kernels round it, in by
+// gemm_input_bf16, fp32 sums. Column splits borrow the dequantized-weight scratch.
+Status quantized_mma(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx);
+
+// in (fp32) rounded to bf16 in the context's GEMM input scratch (matmul_cuda.cu).
+StatusOr<const __nv_bfloat16*> gemm_input_bf16(const Tensor& in, const ExecutionContext& ctx);
 
 // Whether the multi-token GEMV reads `weight` with input `in`: cols a multiple of 32, groups a
 // power of two ≥ 32 (a block of 32 weights lies in one group), 16-byte aligned values and input.
@@ -59,6 +77,9 @@ Status quantized_matmul(const Tensor& in, const Weight& weight, Tensor& out, con
   KUIPER_ASSIGN_OR_RETURN(const int64_t tokens, quantized_matmul_tokens(in, weight, out, dtype));
   if (tokens == 0) return ok_status();
   if (tokens == 1) return decode_gemv({.in = &in, .weight = &weight, .out = &out}, ctx);
+  if (tokens >= kQuantizedMmaMinTokens && quantized_mma_fits(tokens, weight)) {
+    return quantized_mma(in, weight, out, ctx);
+  }
   if (tokens <= kMultiTokenGemvMaxTokens && multi_token_gemv_fits(in, weight)) {
     return multi_token_gemv(in, weight, out, ctx);
   }

@@ -7,6 +7,7 @@
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernels/cuda/cuda_backend.cuh"
 #include "kuiper/op/kernels/cuda/cuda_kernels.cuh"
+#include "kuiper/op/kernels/cuda/dequantized_gemm.cuh"
 #include "kuiper/op/kernels/cuda/element_types.cuh"
 #include "kuiper/op/kernels/cuda/elementwise_loop.cuh"
 
@@ -18,6 +19,19 @@ __global__ void round_activations_kernel(const float* in, T* out, int64_t n) {
   for_each_group<kWidth>(n, [&]<int W>(int64_t i) { Floats<W>::load(in + i).store_as(out + i); });
 }
 
+// in (fp32) rounded to T in the context's GEMM input scratch.
+template <typename T>
+StatusOr<T*> rounded_input(const Tensor& in, const ExecutionContext& ctx) {
+  const int64_t n = in.numel();
+  KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kGemmInput, n * sizeof(T)));
+  launch_by_width(n, {in.raw_data(), scratch}, [&](auto width, unsigned blocks) {
+    round_activations_kernel<T, width()><<<blocks, kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
+        in.data<float>(), static_cast<T*>(scratch), n);
+  });
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("round activations");
+  return static_cast<T*>(scratch);
+}
+
 template <typename T>
 constexpr cudaDataType_t cuda_data_type() {
   if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
@@ -27,19 +41,11 @@ constexpr cudaDataType_t cuda_data_type() {
 
 template <typename T>
 Status gemm(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
-  const cudaStream_t stream = as_cuda_stream(ctx.stream());
   const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
   const void* b = in.raw_data();
   if constexpr (!std::is_same_v<T, float>) {
     if (in.dtype() == DataType::kFP32) {  // else in is T already (the table's matmul_input)
-      const int64_t n = in.numel();
-      KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kGemmInput, n * sizeof(T)));
-      launch_by_width(n, {in.raw_data(), scratch}, [&](auto width, unsigned blocks) {
-        round_activations_kernel<T, width()><<<blocks, kElementwiseThreads, 0, stream>>>(
-            in.data<float>(), static_cast<T*>(scratch), n);
-      });
-      KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("round activations");
-      b = scratch;
+      KUIPER_ASSIGN_OR_RETURN(b, rounded_input<T>(in, ctx));
     }
   }
   // Row-major out[T, rows] is column-major outᵀ[rows, T] = W·inᵀ, where row-major W[rows,
@@ -82,6 +88,11 @@ Status matmul(const Tensor& in, const Weight& weight, Tensor& out, const Executi
   return dispatch_float_type(weight.dtype(), [&](auto zero) {
     return gemm<decltype(zero)>(in, weight, out, ctx);
   });
+}
+
+StatusOr<const __nv_bfloat16*> gemm_input_bf16(const Tensor& in, const ExecutionContext& ctx) {
+  KUIPER_ASSIGN_OR_RETURN(const __nv_bfloat16* rounded, rounded_input<__nv_bfloat16>(in, ctx));
+  return rounded;
 }
 
 }  // namespace kuiper::op::cuda

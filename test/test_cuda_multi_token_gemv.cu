@@ -1,7 +1,8 @@
-// The int8/int4 matmul on CUDA for a few tokens (batched decode, 1 < T ≤ 32: the multi-token
-// GEMV of multi_token_gemv.cu, which quantizes its input to int8 in blocks of 32 and multiplies
-// in integers), against double-precision products of the dequantized weights
-// (test::quantized_product), and against the one-token decode GEMV. Skips when no GPU can be used.
+// The multi-token GEMV for int8/int4 weights (multi_token_gemv.cu: batched decode of 2-8 tokens,
+// and of up to 32 for weights the tensor-core GEMM does not tile; it quantizes its input to int8
+// in blocks of 32 and multiplies in integers), called directly, against double-precision
+// products of the dequantized weights (test::quantized_product), and against the one-token decode
+// GEMV. Skips when no GPU can be used.
 // Bounds, per output:
 //  - against the double product: test::QuantizedProduct's input rounding (what rounding x to
 //    int8 in blocks of 32 can move the product by) plus 1e-5 of the magnitude of the summed
@@ -17,6 +18,7 @@
 
 #include "kuiper/base/device.h"
 #include "kuiper/op/kernel_table.h"
+#include "kuiper/op/kernels/cuda/dequantized_gemm.cuh"
 #include "test/test_util.h"
 
 namespace kuiper {
@@ -28,32 +30,23 @@ const op::ExecutionContext& ctx() { return test::kernel_context(DeviceType::kCUD
 // tiles of 8, the last part-filled (13) or full (32, the most the GEMV takes).
 constexpr int64_t kTokenCounts[] = {2, 3, 5, 8, 13, 32};
 
-// A weight scheme: int8, int4 symmetric, or int4 with a per-group minimum.
-enum class Scheme { kInt8, kInt4, kInt4Min };
-
-std::string scheme_name(const testing::TestParamInfo<Scheme>& info) {
-  switch (info.param) {
-    case Scheme::kInt8: return "Int8";
-    case Scheme::kInt4: return "Int4";
-    case Scheme::kInt4Min: return "Int4WithMin";
-  }
-  return "";
-}
-
-class CudaMultiTokenGemv : public test::GpuTest<::testing::TestWithParam<Scheme>> {
+class CudaMultiTokenGemv : public test::GpuTest<::testing::TestWithParam<test::WeightScheme>> {
  protected:
 
-  DataType dtype() const { return GetParam() == Scheme::kInt8 ? DataType::kINT8 : DataType::kINT4; }
+  DataType dtype() const { return test::weight_scheme_dtype(GetParam()); }
   op::Weight random_weight(int64_t rows, int64_t cols, int group) {
-    return GetParam() == Scheme::kInt8 ? test::random_int8_weight(rows, cols, group, rng_)
-                                       : test::random_int4_weight(rows, cols, group, GetParam() == Scheme::kInt4Min, rng_);
+    return test::random_weight(GetParam(), rows, cols, group, rng_);
   }
 
-  // The CUDA result of in[T, cols] · Wᵀ through the kernel table.
+  // The CUDA result of in[T, cols] · Wᵀ: the multi-token GEMV for T > 1, the kernel table's
+  // matmul (the decode GEMV) for one token.
   std::vector<float> matmul(const Tensor& in, const op::Weight& gpu_w) {
     const int64_t tokens = in.numel() / gpu_w.cols();
     Tensor out = upload(Tensor::zeros_cpu(DataType::kFP32, {tokens, gpu_w.rows()}).value());
-    const Status s = op::cuda_kernel_table().matmul[static_cast<int>(dtype())](upload(in), gpu_w, out, ctx());
+    const Tensor gpu_in = upload(in);
+    if (tokens > 1) EXPECT_TRUE(op::cuda::multi_token_gemv_fits(gpu_in, gpu_w));
+    const Status s = tokens > 1 ? op::cuda::multi_token_gemv(gpu_in, gpu_w, out, ctx())
+                                : op::cuda_kernel_table().matmul[static_cast<int>(dtype())](gpu_in, gpu_w, out, ctx());
     EXPECT_TRUE(s.ok()) << s.to_string();
     return test::to_host(out);
   }
@@ -85,7 +78,7 @@ class CudaMultiTokenGemv : public test::GpuTest<::testing::TestWithParam<Scheme>
     const op::Weight gpu_w = upload(w);
     for (const int64_t tokens : kTokenCounts) {
       SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + ", " + std::to_string(tokens) + " tokens");
-      const Tensor in = GetParam() == Scheme::kInt8 ? test::int8_exact_input(tokens, cols, rng_)
+      const Tensor in = GetParam() == test::WeightScheme::kInt8 ? test::int8_exact_input(tokens, cols, rng_)
                                                     : test::random_tensor({tokens, cols}, rng_);
       const std::vector<float> together = matmul(in, gpu_w);
       const test::QuantizedProduct ref = test::quantized_product(in, w);
@@ -133,7 +126,7 @@ TEST_P(CudaMultiTokenGemv, NaNStaysInItsToken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, CudaMultiTokenGemv,
-                         testing::Values(Scheme::kInt8, Scheme::kInt4, Scheme::kInt4Min), scheme_name);
+                         testing::ValuesIn(test::kWeightSchemes), test::weight_scheme_name);
 
 }  // namespace
 }  // namespace kuiper
