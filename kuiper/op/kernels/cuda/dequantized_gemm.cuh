@@ -1,9 +1,9 @@
 // What the int8 and int4 matmuls share on the GPU, and which path a call of T tokens takes
 // (quantized_matmul): decode (T = 1) streams W once through the GEMV of decode_gemv.cu; batched
-// decode of a few tokens streams it once through the multi-token GEMV (multi_token_gemv.cu), and
-// of 9-64 tokens through the tensor-core GEMM of quantized_mma.cu, which also reads W once;
-// prefill is compute-bound: W is dequantized to bf16 into scratch memory and multiplied by the
-// bf16 tensor-core GEMM behind matmul().
+// decode of 2-8 tokens streams it once through the multi-token GEMV (multi_token_gemv.cu, once
+// per 8 tokens up to 32 for weights the next path does not tile), and of 9-64 tokens once
+// through the tensor-core GEMM of quantized_mma.cu; prefill is compute-bound: W is dequantized
+// to bf16 into scratch memory and multiplied by the bf16 tensor-core GEMM behind matmul().
 #pragma once
 
 #include <cuda_bf16.h>

@@ -3,8 +3,8 @@
 // kernels write it (matmul_int8.cu, matmul_int4.cu), and the tokens' x rounded to bf16, in
 // shared memory, and multiplies them with WMMA fragments, so that W is read from memory once
 // whatever the number of tokens. The multi-token GEMV (multi_token_gemv.cu) reads W once per 8
-// tokens and multiplies on the CUDA cores, which made 32 int8 sequences decode at half bf16's
-// speed; dequantizing all of W to bf16 for cuBLAS moves ~5 bytes a weight.
+// tokens and multiplies on the CUDA cores, compute-bound past one tile of 8; dequantizing all of
+// W to bf16 for cuBLAS moves ~5 bytes a weight.
 //
 // A block of kThreads computes kBlockRows outputs for every token, stepping through the columns
 // kStepCols at a time. Each thread loads one chunk of 32 weights a step (one group at most),
