@@ -120,7 +120,8 @@ TEST_P(CudaInt4, RefusesMalformedWeights) {
 
 // On the GPU a weight's scales and mins are fp16 (op/weight_groups.h): placing one rounds each to
 // the nearest fp16 (test::fp16_value: base/half.h's, which test_half checks against the
-// compiler's _Float16), and the host gets those values back; a scale fp16 cannot hold is refused when the weight is placed.
+// compiler's _Float16), and the host gets those values back; a scale fp16 cannot hold is
+// refused when the weight is placed.
 TEST_P(CudaInt4, PlacedWithFp16GroupConstants) {
   op::Weight w = test::random_int4_weight(4, 64, 32, GetParam(), rng_);
   w.scales.data<float>()[1] = 0.1f;  // not an fp16 value

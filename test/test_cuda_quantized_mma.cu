@@ -28,8 +28,7 @@ double multiplied_weight(const op::Weight& w, int64_t r, int64_t c) {
   const int64_t flat = r * w.cols() + c, group = flat / w.group_size;
   const float scale = w.scales.data<float>()[group];
   if (w.dtype() == DataType::kINT8) return bf16_rounded(static_cast<float>(w.values.data<int8_t>()[flat]) * scale);
-  const uint8_t byte = w.values.data<uint8_t>()[flat / 2];
-  const int q = flat % 2 == 0 ? byte & 0x0F : byte >> 4;
+  const int q = test::int4_code(w, r, c);
   if (w.mins.is_empty()) return bf16_rounded(scale * static_cast<float>(q - 8));
   return bf16_rounded(std::fma(scale, static_cast<float>(q), w.mins.data<float>()[group]));
 }

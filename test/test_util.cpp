@@ -188,10 +188,15 @@ op::Weight random_weight(WeightScheme scheme, int64_t rows, int64_t cols, int gr
                                        : random_int4_weight(rows, cols, group, scheme == WeightScheme::kInt4Min, rng);
 }
 
-double int4_dequantized(const op::Weight& w, int64_t r, int64_t c) {
-  const int64_t flat = r * w.cols() + c, group = flat / w.group_size;
+int int4_code(const op::Weight& w, int64_t r, int64_t c) {
+  const int64_t flat = r * w.cols() + c;
   const uint8_t byte = w.values.data<uint8_t>()[flat / 2];
-  const int q = flat % 2 == 0 ? byte % 16 : byte / 16;
+  return flat % 2 == 0 ? byte % 16 : byte / 16;
+}
+
+double int4_dequantized(const op::Weight& w, int64_t r, int64_t c) {
+  const int64_t group = (r * w.cols() + c) / w.group_size;
+  const int q = int4_code(w, r, c);
   const double scale = w.scales.data<float>()[group];
   if (w.mins.is_empty()) return scale * (q - 8);
   return scale * q + w.mins.data<float>()[group];

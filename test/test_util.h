@@ -90,8 +90,11 @@ DataType weight_scheme_dtype(WeightScheme scheme);
 // random_int8_weight or random_int4_weight, as `scheme` says.
 op::Weight random_weight(WeightScheme scheme, int64_t rows, int64_t cols, int group, std::mt19937& rng);
 
-// Weight [r, c] of a host int4 weight as the double it stands for, decoded here from the layout
+// The nibble (0-15) stored for weight [r, c] of a host int4 weight, decoded here from the layout
 // op/int4_weight.h describes (not with the library's helpers): an independent reference.
+int int4_code(const op::Weight& w, int64_t r, int64_t c);
+// Weight [r, c] of a host int4 weight as the double it stands for (int4_code with its group's
+// scale and minimum).
 double int4_dequantized(const op::Weight& w, int64_t r, int64_t c);
 
 // Inputs [tokens, cols] that int8 blocks of 32 columns hold exactly (each block is a power of
