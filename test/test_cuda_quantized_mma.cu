@@ -78,10 +78,10 @@ class CudaQuantizedMma : public test::GpuTest<::testing::TestWithParam<test::Wei
 };
 
 TEST_P(CudaQuantizedMma, MatchesDoubleProductOfItsOperands) {
-  check(32, 128, 32);     // one block, one step
-  check(96, 384, 64);     // three row blocks, three steps, groups spanning two chunks
-  check(64, 4096, 128);   // two row blocks: the columns split eight ways
-  check(1024, 1024, 32);  // 32 row blocks: two splits
+  check(32, 128, 32);     // one warp of a block's four, one step (int8: two)
+  check(96, 384, 64);     // three warps, three steps (int8: six), lanes of two groups in a step
+  check(64, 4096, 128);   // the columns split eight ways, a group over two steps (int8)
+  check(1024, 1024, 32);  // eight blocks, two splits
 }
 
 TEST_P(CudaQuantizedMma, TableTakesItFrom9To64Tokens) {

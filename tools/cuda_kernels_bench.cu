@@ -8,9 +8,9 @@
 //  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp16 scales
 //    and mins), with other rows-per-warp, burst depths and blocks per multiprocessor, and reading
 //    x quantized once instead of in every block, for reference;
-//  - batched-decode int8/int4 matmul at T = 2 .. 32 tokens (the multi-token GEMV), beside the
-//    dequantize+GEMM path on the same weights (bytes counted once for both: quantized weights,
-//    scales and mins once, plus the fp32 input and output rows);
+//  - batched-decode int8/int4 matmul at T = 8 .. 64 tokens (the multi-token GEMV, then the
+//    tensor-core GEMM for quantized weights), beside the bf16 GEMM of the same shape (bytes:
+//    weights, scales and mins once, plus the fp32 input and output rows);
 //  - decode attention over a bf16 cache, paged decode attention of several sequences (the
 //    engine's batched decode), prefill attention (tensor cores, and the CUDA-core kernel it
 //    replaced), and the prefill GEMM.
@@ -282,6 +282,49 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, uint32_t se
   return {std::move(values).value(), std::move(scales), group, std::move(mins)};
 }
 
+// The rows, with the share of the copy bandwidth where a row has none of its own.
+void print_rows(std::vector<Row>& rows, double copy_gbs) {
+  for (Row& r : rows) if (r.pct == 0) r.pct = 100.0 * r.gbs / copy_gbs;
+  std::printf("\n%-44s %10s %10s %8s\n", "decode kernel", "us", "GB/s", "% copy");
+  for (const Row& r : rows) {
+    std::printf("%-44s %10.2f %10.0f %7.1f%%\n", r.what.c_str(), r.us, r.gbs, r.pct);
+  }
+}
+
+// Batched decode: T tokens through the table's int8 (groups of 64) and int4 (groups of 32
+// with mins) matmul on LLaMA-2-7B's matrices (q|k|v, o, gate|up, down), which takes the
+// multi-token GEMV for T = 8 and the tensor-core GEMM (quantized_mma.cu) for T = 16-64, beside
+// the bf16 GEMM (cuBLAS) of the same shape, what a bf16 model runs. Bytes: the weights (and
+// scales and mins) once, and the T rows of fp32 input and output. `cuda_kernels_bench batched`
+// prints these alone, with the copy bandwidth.
+void add_batched_rows(std::vector<Row>& rows) {
+  const op::KernelTable& table = op::kernel_table(DeviceType::kCUDA);
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{12288, 4096}, {4096, 4096}, {22016, 4096}, {4096, 11008}}) {
+    for (const DataType dtype : {DataType::kINT8, DataType::kINT4, DataType::kBF16}) {
+      const int group = dtype == DataType::kINT8 ? 64 : 32;
+      const size_t bytes = dtype == DataType::kBF16   ? 2 * static_cast<size_t>(r * c)
+                           : dtype == DataType::kINT8 ? static_cast<size_t>(r * c) + 2 * static_cast<size_t>(r * c / group)
+                                                      : static_cast<size_t>(r * c / 2) + 4 * static_cast<size_t>(r * c / group);
+      std::vector<op::Weight> ws;
+      for (int k = 0; k < copies_for(bytes); ++k) {
+        ws.push_back(dtype == DataType::kINT8   ? random_int8_weight(r, c, group, 700 + 2 * k)
+                     : dtype == DataType::kINT4 ? random_int4_weight(r, c, group, 800 + 3 * k)
+                                                : op::Weight{random_gpu(DataType::kBF16, {r, c}, 900 + k), {}, 0});
+      }
+      for (const int64_t tokens : {8, 16, 32, 64}) {
+        const Tensor x = random_gpu(DataType::kFP32, {tokens, c}, 22);
+        Tensor y = random_gpu(DataType::kFP32, {tokens, r}, 23);
+        const auto matmul = table.matmul[static_cast<int>(dtype)];
+        const double us =
+            1e3 * median_ms([&](int i) { check(matmul(x, ws[i % ws.size()], y, ctx()), "batched matmul"); }, 30);
+        rows.push_back({"batched " + std::string(dtype_name(dtype)) + " " + std::to_string(r) + "x" +
+                            std::to_string(c) + " T=" + std::to_string(tokens),
+                        us, (bytes + 4.0 * tokens * (r + c)) / (us * 1e-6) / 1e9, 0});
+      }
+    }
+  }
+}
+
 // `cuda_kernels_bench attention`: three decode-attention calls (LLaMA-2-7B heads, 4096 of 4096
 // rows) and nothing else, for a profiler.
 void profile_attention() {
@@ -324,6 +367,11 @@ int main(int argc, char** argv) {
   const double copy_gbs = copy.value();
   std::vector<Row> rows;
   rows.push_back({"d2d copy 1 GiB (read+write)", 0, copy_gbs, 100});
+  if (argc > 1 && std::string(argv[1]) == "batched") {
+    add_batched_rows(rows);
+    print_rows(rows, copy_gbs);
+    return 0;
+  }
 
   // Decode GEMV through the table.
   struct Shape2 { int64_t rows, cols; DataType dtype; };
@@ -469,41 +517,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Batched decode: T tokens through the table's int8 (groups of 64) and int4 (groups of 32
-  // with mins) matmul, which takes the multi-token GEMV for T ≤ 32, and beside each the
-  // dequantize+GEMM path it takes above (forced here by an input misaligned by 4 bytes, which the
-  // multi-token GEMV refuses), on the same weights. Bytes, for both: quantized weights and
-  // scales (and mins) once, and the T rows of fp32 input and output: the multi-token GEMV reads
-  // the weights once per 8 tokens, dequantize+GEMM moves ~5 bytes per weight.
-  for (const DataType dtype : {DataType::kINT8, DataType::kINT4}) {
-    for (auto [r, c] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008}}) {
-      const bool int8 = dtype == DataType::kINT8;
-      const int group = int8 ? 64 : 32;
-      const size_t bytes = int8 ? static_cast<size_t>(r * c) + 2 * static_cast<size_t>(r * c / group)
-                                : static_cast<size_t>(r * c / 2) + 4 * static_cast<size_t>(r * c / group);
-      std::vector<op::Weight> ws;
-      for (int k = 0; k < copies_for(bytes); ++k) {
-        ws.push_back(int8 ? random_int8_weight(r, c, group, 700 + 2 * k) : random_int4_weight(r, c, group, 800 + 3 * k));
-      }
-      for (const int64_t tokens : {2, 4, 8, 16, 32}) {
-        const Tensor storage = random_gpu(DataType::kFP32, {tokens * c + 1}, 22);
-        const auto input_at = [&](size_t offset) {
-          return Tensor::view(Buffer::borrow(const_cast<void*>(storage.raw_data()), storage.nbytes(),
-                                             DeviceType::kCUDA, nullptr),
-                              offset, DataType::kFP32, {tokens, c}).value();
-        };
-        const Tensor x = input_at(0), x_misaligned = input_at(4);
-        Tensor y = random_gpu(DataType::kFP32, {tokens, r}, 23);
-        const double moved = bytes + 4.0 * tokens * (r + c);
-        const std::string name = "gemv " + std::string(dtype_name(dtype)) + " " + std::to_string(r) + "x" +
-                                 std::to_string(c) + " T=" + std::to_string(tokens);
-        for (auto [label, input] : {std::pair{"", &x}, std::pair{"  dequantize+gemm", &x_misaligned}}) {
-          const double us = table_gemv_us(dtype, ws, *input, y);
-          rows.push_back({name + label, us, moved / (us * 1e-6) / 1e9, 0});
-        }
-      }
-    }
-  }
+  add_batched_rows(rows);
 
   // Decode attention over a bf16 cache of 4096 rows, LLaMA-2-7B (32/32) and LLaMA-3-8B (32/8)
   // heads; three caches rotated. Bytes: K and V rows up to the length.
@@ -577,8 +591,6 @@ int main(int argc, char** argv) {
                     us, moved / (us * 1e-6) / 1e9, 0});
   }
 
-  for (Row& r : rows) if (r.pct == 0) r.pct = 100.0 * r.gbs / copy_gbs;
-
   // Prefill: GEMM (TFLOP/s in the GB/s column) and attention over a 512-row chunk.
   std::vector<std::pair<std::string, std::pair<double, double>>> prefill;
   // (LLaMA-2-7B: q/k/v, o, gate/up and down, apart and stacked.)
@@ -631,10 +643,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("\n%-44s %10s %10s %8s\n", "decode kernel", "us", "GB/s", "% copy");
-  for (const Row& r : rows) {
-    std::printf("%-44s %10.2f %10.0f %7.1f%%\n", r.what.c_str(), r.us, r.gbs, r.pct);
-  }
+  print_rows(rows, copy_gbs);
   std::printf("\n%-44s %10s %10s\n", "prefill kernel", "us", "TFLOP/s");
   for (const auto& [name, v] : prefill) {
     std::printf("%-44s %10.1f %10.1f\n", name.c_str(), v.first, v.second);

@@ -37,7 +37,7 @@ inline constexpr int kQuantizedMmaMaxTokens = 64;
 
 // Whether quantized_mma reads `weight` for `tokens` tokens: at most kQuantizedMmaMaxTokens,
 // rows a multiple of 32, cols of 128, groups a power of two of at least 32 weights, 16-byte
-// aligned values.
+// aligned values and 4-byte aligned scales (and mins).
 bool quantized_mma_fits(int64_t tokens, const Weight& weight);
 // out[T, rows] = in[T, cols] · dequant(W)ᵀ on the tensor cores, for int8 or int4 weights that
 // quantized_mma_fits: W dequantized to bf16 as the dequantize kernels round it, in by

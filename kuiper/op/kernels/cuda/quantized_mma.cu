@@ -1,25 +1,32 @@
 // The tensor-core GEMM for int8 and int4 weights over a few dozen tokens (batched decode of 9-64
-// sequences): each block stages a strip of W, dequantized to bf16 exactly as the dequantize
-// kernels write it (matmul_int8.cu, matmul_int4.cu), and the tokens' x rounded to bf16, in
-// shared memory, and multiplies them with WMMA fragments, so that W is read from memory once
-// whatever the number of tokens. The multi-token GEMV (multi_token_gemv.cu) reads W once per 8
+// sequences): W is read from memory once whatever the number of tokens, dequantized in registers
+// straight into mma.sync fragments. The multi-token GEMV (multi_token_gemv.cu) reads W once per 8
 // tokens and multiplies on the CUDA cores, compute-bound past one tile of 8; dequantizing all of
 // W to bf16 for cuBLAS moves ~5 bytes a weight.
 //
-// A block of kThreads computes kBlockRows outputs for every token, stepping through the columns
-// kStepCols at a time. Each thread loads one chunk of 32 weights a step (one group at most),
-// the next step's chunk being in flight while the block multiplies the current one. Matrices
+// A block of four warps computes 128 rows (32 a warp, two m16 tiles) for every token (up to
+// eight n8 tiles), stepping through 64 bytes of each row at a time: 64 int8 or 128 int4 weights.
+// Lane (g, t) = (lane / 4, lane % 4) owns 16 bytes of each of its rows g, g + 8, g + 16, g + 24 in
+// a step. The mma's k index runs over the columns in an order of our choosing, the same for both
+// operands: the fragment slots 2t, 2t + 1, 2t + 8, 2t + 9 a lane holds for one k16 step are four
+// consecutive columns of its own 16 bytes. So each lane dequantizes its weights into its A
+// fragments without exchanging them, and reads the tokens' x for the same columns as 16-byte
+// words of shared memory. The weights, their scales and x arrive by cp.async, several steps in
+// flight. Rows of x in shared memory are padded so that a warp's 16-byte reads hit distinct banks.
+//
+// A weight is dequantized exactly as the dequantize kernels write it (matmul_int8.cu,
+// matmul_int4.cu), x is rounded to bf16 once (gemm_input_bf16), and the sums are fp32. Matrices
 // with too few row blocks to fill the GPU split their columns, each split writing partial sums
 // that sum_splits_kernel adds in split order (no atomics: the result does not depend on timing).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/int4_weight.h"
+#include "kuiper/op/kernels/cuda/cuda_backend.cuh"
 #include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
 #include "kuiper/op/kernels/cuda/dequantized_gemm.cuh"
 #include "kuiper/op/kernels/cuda/launch.cuh"
@@ -28,138 +35,234 @@
 namespace kuiper::op::cuda {
 namespace {
 
-constexpr int kThreads = 128;     // four warps
-constexpr int kBlockRows = 32;    // two fragments of 16 outputs
-constexpr int kStepCols = 128;    // a thread's chunk is a quarter of a row's step
-constexpr int kChunk = 32;        // weights a thread dequantizes per step
-constexpr int kPadded = kStepCols + 8;  // staged row stride in bf16: rows 272 bytes apart, off the bank stride
-// About four blocks per multiprocessor of an H100 or H200 (132): fewer row blocks split columns.
-constexpr int kTargetBlocks = 512;
-constexpr int kMinSplitSteps = 4;  // a split reads at least 512 columns
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kWarpRows = 32;                   // two m16 tiles
+constexpr int kBlockRows = kWarps * kWarpRows;
+constexpr int kLaneRows = 4;                    // g, g + 8, g + 16, g + 24 of its warp's rows
+constexpr int kRowStepBytes = 64;               // of each row, per step: 16 a lane
+constexpr int kMinSplitCols = 512;              // fewer columns a split would cost more in partial sums
+// Blocks resident on a multiprocessor together (the launch bounds; the splits aim at filling
+// them): a warp's dequantizing is a chain of dependent operations, and only other warps hide its
+// latency, so three blocks with shallower pipelines beat two with deeper ones.
+constexpr int kBlocksPerMultiprocessor = 3;
+constexpr int kSharedBudget = 72 * 1024;  // bytes of pipeline stages a block, for three to fit
 
-static_assert(kBlockRows * kStepCols == kThreads * kChunk, "one chunk per thread and step");
+// What a byte of W holds: the kernel is compiled for each.
+enum class WeightCode { kInt8, kInt4Symmetric, kInt4WithMin };
+
+template <bool kInt4>
+struct StepShape {
+  static constexpr int kCols = kInt4 ? 2 * kRowStepBytes : kRowStepBytes;
+  static constexpr int kLaneCols = kCols / 4;     // a lane's 16 bytes
+  static constexpr int kLaneWords = kLaneCols / 8;  // 16-byte words of x a lane reads per token
+  // One 16-byte word of padding per 128 bytes of x: with it, the eight lanes of a quarter warp
+  // (g of two consecutive values, t of four) read eight distinct banks' words; int4 lanes also
+  // take their words in the order lane_word() gives.
+  static constexpr int kXStride = kCols + kCols / 8;  // bf16
+};
+
+// One step of the pipeline: the lanes' weight bytes and the aligned fp16 pairs that hold their
+// rows' scales (and minimums), each read back only by the lane that copied it, and the tokens'
+// x for the step's columns, read by every warp.
+template <bool kInt4, int kTokenTiles>
+struct Stage {
+  uint4 w[kLaneRows][kThreads];
+  uint32_t scales[kLaneRows][kThreads];
+  uint32_t mins[kInt4 ? kLaneRows : 1][kThreads];
+  __nv_bfloat16 x[8 * kTokenTiles][StepShape<kInt4>::kXStride];
+};
+
+template <bool kInt4, int kTokenTiles>
+constexpr int kStages = std::clamp<int>(kSharedBudget / sizeof(Stage<kInt4, kTokenTiles>), 2, 4);
+
+template <bool kInt4, int kTokenTiles>
+constexpr size_t kSharedBytes = kStages<kInt4, kTokenTiles> * sizeof(Stage<kInt4, kTokenTiles>);
 
 struct QuantizedMmaArgs {
   const uint8_t* w;       // int8 [rows, cols], or int4 [rows, cols / 2]
   const __half* scales;   // one per group (op/weight.h)
   const __half* mins;     // int4 with a minimum; else null
-  int group_shift;        // log2(group size), at least log2(kChunk)
+  int group_shift;        // log2(group size), at least log2 of a lane's columns
   const __nv_bfloat16* x; // [tokens, cols]
   float* out;             // [splits, tokens, rows]; with one split, the output
   int tokens, rows, cols;
-  int split_steps;        // steps of kStepCols columns per split
+  int split_steps;        // steps per split
 };
 
-// One thread's chunk of 32 weights as loaded: 32 int8 bytes or 16 bytes of int4, and its group's
-// constants.
-template <bool kInt4>
-struct RawChunk {
-  uint4 bytes[kInt4 ? 1 : 2];
-  __half scale, min;
-};
-
-template <bool kInt4>
-__device__ __forceinline__ void load_chunk(RawChunk<kInt4>& c, const QuantizedMmaArgs& a, int64_t first) {
-  const auto* p = reinterpret_cast<const uint4*>(a.w + (kInt4 ? first / 2 : first));
-  c.bytes[0] = __ldg(p);
-  if constexpr (!kInt4) c.bytes[1] = __ldg(p + 1);
-  const int64_t group = first >> a.group_shift;
-  c.scale = a.scales[group];
-  if constexpr (kInt4) c.min = a.mins != nullptr ? a.mins[group] : __float2half(0.f);
+// Four int8 weights (one word, lowest byte first) times `scale`, rounded to bf16: columns 0 and 1
+// into `low`, 2 and 3 into `high`. A byte biased to q + 128 and put in the low mantissa bits of
+// 2^23 reads 2^23 + q + 128 as a float, exactly, in one byte permutation (no int-to-float
+// conversion, which runs at a quarter of the float rate); q · scale is exact in fp32.
+__device__ __forceinline__ void dequantize_int8(uint32_t word, float scale, uint32_t& low, uint32_t& high) {
+  const uint32_t biased = word ^ 0x80808080u;
+  float v[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    v[k] = (__uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540u | k)) - 8388736.f) * scale;
+  }
+  low = pack_pair(v[0], v[1], __nv_bfloat16{});
+  high = pack_pair(v[2], v[3], __nv_bfloat16{});
 }
 
-// The chunk's 32 weights in bf16 into dst (16-byte aligned), rounded as the dequantize kernels
-// round them.
-template <bool kInt4>
-__device__ __forceinline__ void store_dequantized(const RawChunk<kInt4>& c, bool with_min, __nv_bfloat16* dst) {
-  const float scale = __half2float(c.scale);
-  alignas(16) __nv_bfloat162 pairs[kChunk / 2];
-  if constexpr (kInt4) {
-    const float min = __half2float(c.min);
-    const auto* b = reinterpret_cast<const uint8_t*>(c.bytes);
+// Four int4 weights (the low 16 bits of `bits`, lowest nibble first) as int4_value gives them,
+// rounded to bf16: columns 0 and 1 into `low`, 2 and 3 into `high`. Nibble k stays where it is,
+// in the mantissa of 2^23: the float reads 2^23 + q·16^k exactly, and scaled[k] is the group's
+// scale times 16^-k (exact: a power of two). Subtracting 2^23 (and the symmetric scheme's zero
+// 8·16^k) and multiplying gives scale·(q - 8), or fma(q, scale, min), with the one rounding
+// int4_value has: three operations a weight, and no shifts.
+template <bool kWithMin>
+__device__ __forceinline__ void dequantize_int4(uint32_t bits, const float (&scaled)[4], float min, uint32_t& low,
+                                                uint32_t& high) {
+  float v[4];
 #pragma unroll
-    for (int k = 0; k < kChunk / 2; ++k) {
-      pairs[k] = __floats2bfloat162_rn(int4_value(b[k] & 0x0F, scale, min, with_min),
-                                       int4_value(b[k] >> 4, scale, min, with_min));
-    }
-  } else {
-    const auto* b = reinterpret_cast<const int8_t*>(c.bytes);
-#pragma unroll
-    for (int k = 0; k < kChunk / 2; ++k) {
-      pairs[k] = __floats2bfloat162_rn(static_cast<float>(b[2 * k]) * scale, static_cast<float>(b[2 * k + 1]) * scale);
-    }
+  for (int k = 0; k < 4; ++k) {
+    const float f = __uint_as_float((bits & (0xFu << (4 * k))) | 0x4B000000u);
+    constexpr float kTwo23 = 8388608.f;
+    v[k] = kWithMin ? fmaf(f - kTwo23, scaled[k], min)
+                    : (f - (kTwo23 + static_cast<float>(kInt4SymmetricZero << (4 * k)))) * scaled[k];
   }
-#pragma unroll
-  for (int k = 0; k < kChunk / 8; ++k) reinterpret_cast<uint4*>(dst)[k] = reinterpret_cast<const uint4*>(pairs)[k];
+  low = pack_pair(v[0], v[1], __nv_bfloat16{});
+  high = pack_pair(v[2], v[3], __nv_bfloat16{});
 }
 
-// Warp w multiplies output fragment w % 2 with token fragments w / 2 and w / 2 + 2.
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
+// Which of its 16-byte words of x (8 columns) a lane reads at position `i`: int4 lanes t = 2, 3
+// swap neighbours, so that within a quarter warp no two lanes' words share banks.
 template <bool kInt4>
-__global__ void __launch_bounds__(kThreads) quantized_mma_kernel(const QuantizedMmaArgs a) {
-  namespace wmma = nvcuda::wmma;
-  __shared__ alignas(128) __nv_bfloat16 xs[kQuantizedMmaMaxTokens][kPadded];
-  __shared__ alignas(128) __nv_bfloat16 ws[kBlockRows][kPadded];
-  __shared__ alignas(128) float sums[kQuantizedMmaMaxTokens][kBlockRows + 4];
+__device__ __forceinline__ int lane_word(int i, int t) {
+  return kInt4 ? i ^ (t >> 1) : i;
+}
 
-  const int warp = threadIdx.x / 32;
-  const int first_row = static_cast<int>(blockIdx.x) * kBlockRows;
-  const int split = static_cast<int>(blockIdx.y);
-  const int step_begin = split * a.split_steps;
-  const int step_end = min(a.cols / kStepCols, step_begin + a.split_steps);
-  const int padded_tokens = (a.tokens + 15) / 16 * 16;
-  // Token rows past the last token, up to its fragment's end, multiply as zeros.
-  for (int i = threadIdx.x; i < (padded_tokens - a.tokens) * kPadded; i += kThreads) {
-    xs[a.tokens + i / kPadded][i % kPadded] = __float2bfloat16(0.f);
-  }
-  const int chunk_row = threadIdx.x / (kStepCols / kChunk), chunk_col = threadIdx.x % (kStepCols / kChunk) * kChunk;
-  const int64_t chunk_first = static_cast<int64_t>(first_row + chunk_row) * a.cols + chunk_col;
-  const bool with_min = a.mins != nullptr;
-  const int out_fragment = warp % 2, token_fragment = warp / 2;
+// Element `index` % 2 of an aligned pair of fp16 values.
+__device__ __forceinline__ float half_of(uint32_t pair, int64_t index) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(index & 1 ? pair >> 16 : pair & 0xFFFFu)));
+}
 
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
-  wmma::fill_fragment(acc[0], 0.f);
-  wmma::fill_fragment(acc[1], 0.f);
-  RawChunk<kInt4> chunk;
-  if (step_begin < step_end) load_chunk(chunk, a, chunk_first + static_cast<int64_t>(step_begin) * kStepCols);
-  for (int step = step_begin; step < step_end; ++step) {
-    const int first_col = step * kStepCols;
-    for (int i = threadIdx.x; i < a.tokens * (kStepCols / 8); i += kThreads) {
-      const int t = i / (kStepCols / 8), c = i % (kStepCols / 8) * 8;
-      copy_16_async(&xs[t][c], a.x + static_cast<int64_t>(t) * a.cols + first_col + c, true);
+template <WeightCode kCode, int kTokenTiles>
+__global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) quantized_mma_kernel(const QuantizedMmaArgs a) {
+  constexpr bool kInt4 = kCode != WeightCode::kInt8, kWithMin = kCode == WeightCode::kInt4WithMin;
+  using Shape = StepShape<kInt4>;
+  using StageT = Stage<kInt4, kTokenTiles>;
+  constexpr int stages = kStages<kInt4, kTokenTiles>;
+  extern __shared__ uint4 shared_words[];
+  StageT* stage = reinterpret_cast<StageT*>(shared_words);
+
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int g = lane / 4, t = lane % 4, tid = static_cast<int>(threadIdx.x);
+  const int warp_row = static_cast<int>(blockIdx.x) * kBlockRows + warp * kWarpRows;
+  const bool warp_active = warp_row < a.rows;  // rows are a multiple of kWarpRows
+  const int first_step = static_cast<int>(blockIdx.y) * a.split_steps;
+  const int steps = min(a.cols / Shape::kCols - first_step, a.split_steps);
+
+  // Token rows past the last, up to the last tile's end, multiply as zeros; no copy writes them.
+  for (int s = 0; s < stages; ++s) {
+    for (int i = tid; i < (8 * kTokenTiles - a.tokens) * Shape::kXStride; i += kThreads) {
+      stage[s].x[a.tokens + i / Shape::kXStride][i % Shape::kXStride] = __float2bfloat16(0.f);
     }
+  }
+
+  // The flat index of the first weight of the lane's 16 bytes of row i in step 0 of the split.
+  int64_t lane_first[kLaneRows];
+#pragma unroll
+  for (int i = 0; i < kLaneRows; ++i) {
+    lane_first[i] = static_cast<int64_t>(warp_row + g + 8 * i) * a.cols +
+                    static_cast<int64_t>(first_step) * Shape::kCols + t * Shape::kLaneCols;
+  }
+  const auto queue_step = [&](int step, StageT& st) {
+    const int64_t col = static_cast<int64_t>(first_step + step) * Shape::kCols;
+    if (warp_active) {
+#pragma unroll
+      for (int i = 0; i < kLaneRows; ++i) {
+        const int64_t first = lane_first[i] + static_cast<int64_t>(step) * Shape::kCols;
+        copy_16_async(&st.w[i][tid], a.w + (kInt4 ? first / 2 : first), true);
+        const int64_t group = first >> a.group_shift;
+        copy_4_async(&st.scales[i][tid], a.scales + (group & ~int64_t{1}));
+        if constexpr (kWithMin) copy_4_async(&st.mins[i][tid], a.mins + (group & ~int64_t{1}));
+      }
+    }
+    constexpr int kWordsPerToken = Shape::kCols / 8;
+    for (int i = tid; i < a.tokens * kWordsPerToken; i += kThreads) {
+      const int token = i / kWordsPerToken, word = i % kWordsPerToken;
+      copy_16_async(&st.x[token][8 * word], a.x + static_cast<int64_t>(token) * a.cols + col + 8 * word, true);
+    }
+  };
+
+  float acc[2][kTokenTiles][4] = {};
+#pragma unroll
+  for (int s = 0; s < stages - 1; ++s) {
+    if (s < steps) queue_step(s, stage[s]);
     commit_async_copies();
-    store_dequantized(chunk, with_min, &ws[chunk_row][chunk_col]);
-    if (step + 1 < step_end) load_chunk(chunk, a, chunk_first + static_cast<int64_t>(step + 1) * kStepCols);
-    wait_async_copies<0>();
+  }
+  for (int step = 0; step < steps; ++step) {
+    wait_async_copies<stages - 2>();
+    // The step's x is in for every warp, and every warp is done with the stage refilled next.
     __syncthreads();
+    if (step + stages - 1 < steps) queue_step(step + stages - 1, stage[(step + stages - 1) % stages]);
+    commit_async_copies();
+    if (!warp_active) continue;
+
+    const StageT& st = stage[step % stages];
+    uint4 w[kLaneRows];
+    // Each row's scale; for int4 times 16^-k for nibble k of a 16-bit half (dequantize_int4).
+    float scaled[kLaneRows][4], min[kLaneRows];
 #pragma unroll
-    for (int k = 0; k < kStepCols; k += 16) {
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> w_fragment;
-      wmma::load_matrix_sync(w_fragment, &ws[out_fragment * 16][k], kPadded);
+    for (int i = 0; i < kLaneRows; ++i) {
+      const int64_t group = (lane_first[i] + static_cast<int64_t>(step) * Shape::kCols) >> a.group_shift;
+      w[i] = st.w[i][tid];
+      scaled[i][0] = half_of(st.scales[i][tid], group);
 #pragma unroll
-      for (int f = 0; f < 2; ++f) {
-        const int tokens_from = (token_fragment + 2 * f) * 16;
-        if (tokens_from < padded_tokens) {
-          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> x_fragment;
-          wmma::load_matrix_sync(x_fragment, &xs[tokens_from][k], kPadded);
-          wmma::mma_sync(acc[f], x_fragment, w_fragment, acc[f]);
+      for (int k = 1; k < 4; ++k) scaled[i][k] = scaled[i][k - 1] * (1.f / 16.f);
+      min[i] = kWithMin ? half_of(st.mins[i][tid], group) : 0.f;
+    }
+#pragma unroll
+    for (int p = 0; p < Shape::kLaneWords; ++p) {
+      const int x_word = lane_word<kInt4>(p, t);
+      // A fragments of the two k16 steps this word of x feeds: [k step][m tile][register].
+      uint32_t frag[2][2][4];
+#pragma unroll
+      for (int i = 0; i < kLaneRows; ++i) {
+        const int m = i / 2, r = i % 2;  // rows g and g + 8 of m tile m
+        if constexpr (kInt4) {
+          // The word lane_word picks, with the indices known at compile time.
+          const uint32_t word = (t >> 1) ? word_of(w[i], p ^ 1) : word_of(w[i], p);
+          dequantize_int4<kWithMin>(word, scaled[i], min[i], frag[0][m][r], frag[0][m][r + 2]);
+          dequantize_int4<kWithMin>(word >> 16, scaled[i], min[i], frag[1][m][r], frag[1][m][r + 2]);
+        } else {
+          dequantize_int8(word_of(w[i], 2 * p), scaled[i][0], frag[0][m][r], frag[0][m][r + 2]);
+          dequantize_int8(word_of(w[i], 2 * p + 1), scaled[i][0], frag[1][m][r], frag[1][m][r + 2]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kTokenTiles; ++j) {
+        const uint4 b = *reinterpret_cast<const uint4*>(&st.x[8 * j + g][t * Shape::kLaneCols + 8 * x_word]);
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          mma_16x8x16(acc[m][j], frag[0][m], b.x, b.y, __nv_bfloat16{});
+          mma_16x8x16(acc[m][j], frag[1][m], b.z, b.w, __nv_bfloat16{});
         }
       }
     }
-    __syncthreads();
   }
+  wait_async_copies<0>();
+  if (!warp_active) return;
+
+  // acc[m][j]: rows 16m + g (registers 0, 1) and 16m + g + 8 (2, 3), tokens 8j + 2t and 8j + 2t + 1.
+  float* out = a.out + static_cast<int64_t>(blockIdx.y) * a.tokens * a.rows;
 #pragma unroll
-  for (int f = 0; f < 2; ++f) {
-    const int tokens_from = (token_fragment + 2 * f) * 16;
-    if (tokens_from < padded_tokens) {
-      wmma::store_matrix_sync(&sums[tokens_from][out_fragment * 16], acc[f], kBlockRows + 4, wmma::mem_row_major);
+  for (int m = 0; m < 2; ++m) {
+    const int row = warp_row + 16 * m + g;
+#pragma unroll
+    for (int j = 0; j < kTokenTiles; ++j) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int token = 8 * j + 2 * t + k % 2;
+        if (token < a.tokens) out[static_cast<int64_t>(token) * a.rows + row + 8 * (k / 2)] = acc[m][j][k];
+      }
     }
-  }
-  __syncthreads();
-  float* out = a.out + static_cast<int64_t>(split) * a.tokens * a.rows;
-  for (int i = threadIdx.x; i < a.tokens * kBlockRows; i += kThreads) {
-    const int t = i / kBlockRows, r = i % kBlockRows;
-    out[static_cast<int64_t>(t) * a.rows + first_row + r] = sums[t][r];
   }
 }
 
@@ -173,23 +276,52 @@ __global__ void sum_splits_kernel(const float* __restrict__ partials, float* __r
   }
 }
 
+// Queues the kernel for T tokens padded to a whole number of n8 tiles.
+template <WeightCode kCode, int kTokenTiles>
+Status launch(const QuantizedMmaArgs& a, dim3 grid, const ExecutionContext& ctx) {
+  const auto kernel = quantized_mma_kernel<kCode, kTokenTiles>;
+  constexpr size_t bytes = kSharedBytes<kCode != WeightCode::kInt8, kTokenTiles>;
+  // The stages exceed the 48 KiB a kernel gets without asking.
+  KUIPER_RETURN_IF_ERROR(configure_kernel_once(ctx, reinterpret_cast<const void*>(kernel), [&] {
+    KUIPER_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    return ok_status();
+  }));
+  kernel<<<grid, kThreads, bytes, as_cuda_stream(ctx.stream())>>>(a);
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("quantized mma");
+  return ok_status();
+}
+
+template <WeightCode kCode>
+Status launch_for_tokens(const QuantizedMmaArgs& a, dim3 grid, const ExecutionContext& ctx) {
+  switch ((a.tokens + 15) / 16) {
+    case 1: return launch<kCode, 2>(a, grid, ctx);
+    case 2: return launch<kCode, 4>(a, grid, ctx);
+    case 3: return launch<kCode, 6>(a, grid, ctx);
+    default: return launch<kCode, 8>(a, grid, ctx);
+  }
+}
+
 }  // namespace
 
 bool quantized_mma_fits(int64_t tokens, const Weight& weight) {
-  return tokens <= kQuantizedMmaMaxTokens && weight.rows() % kBlockRows == 0 && weight.cols() % kStepCols == 0 &&
-         weight.group_size >= kChunk && chunk_group_shift(weight.group_size) >= 0 &&
-         aligned_to(weight.values.raw_data(), 16);
+  return tokens <= kQuantizedMmaMaxTokens && weight.rows() % kWarpRows == 0 &&
+         weight.cols() % StepShape<true>::kCols == 0 && weight.group_size >= StepShape<true>::kLaneCols &&
+         chunk_group_shift(weight.group_size) >= 0 && aligned_to(weight.values.raw_data(), 16) &&
+         aligned_to(weight.scales.raw_data(), 4) && (weight.mins.is_empty() || aligned_to(weight.mins.raw_data(), 4));
 }
 
 Status quantized_mma(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
+  const bool int4 = weight.dtype() == DataType::kINT4;
   KUIPER_ASSIGN_OR_RETURN(const __nv_bfloat16* x, gemm_input_bf16(in, ctx));
-  // Split the columns when the row blocks alone would leave the GPU idle; the partial sums go
-  // where gemm_via_bf16 would dequantize W (the scratch holds at least W's bf16 copy, and the
-  // splits are capped to fit in it).
-  const int64_t row_blocks = rows / kBlockRows, steps = cols / kStepCols;
-  int64_t splits = std::clamp<int64_t>((kTargetBlocks + row_blocks - 1) / row_blocks, 1,
-                                       std::max<int64_t>(1, steps / kMinSplitSteps));
+  // Split the columns when the row blocks alone would leave multiprocessors idle; the partial
+  // sums go where gemm_via_bf16 would dequantize W (the scratch holds at least W's bf16 copy,
+  // and the splits are capped to fit in it).
+  const int64_t row_blocks = (rows + kBlockRows - 1) / kBlockRows;
+  const int64_t steps = cols / (int4 ? StepShape<true>::kCols : StepShape<false>::kCols);
+  const int64_t target_blocks = int64_t{kBlocksPerMultiprocessor} * cuda_backend(ctx).multiprocessors;
+  int64_t splits = std::clamp<int64_t>(target_blocks / row_blocks, 1, std::max<int64_t>(1, cols / kMinSplitCols));
   splits = std::min(splits, std::max<int64_t>(1, cols / (2 * tokens)));
   const int64_t split_steps = (steps + splits - 1) / splits;
   splits = (steps + split_steps - 1) / split_steps;
@@ -210,18 +342,15 @@ Status quantized_mma(const Tensor& in, const Weight& weight, Tensor& out, const 
   a.rows = static_cast<int>(rows);
   a.cols = static_cast<int>(cols);
   a.split_steps = static_cast<int>(split_steps);
-  const cudaStream_t stream = as_cuda_stream(ctx.stream());
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
-  if (weight.dtype() == DataType::kINT4) {
-    quantized_mma_kernel<true><<<grid, kThreads, 0, stream>>>(a);
-  } else {
-    quantized_mma_kernel<false><<<grid, kThreads, 0, stream>>>(a);
-  }
-  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("quantized mma");
+  const Status launched = !int4                ? launch_for_tokens<WeightCode::kInt8>(a, grid, ctx)
+                         : a.mins == nullptr ? launch_for_tokens<WeightCode::kInt4Symmetric>(a, grid, ctx)
+                                             : launch_for_tokens<WeightCode::kInt4WithMin>(a, grid, ctx);
+  KUIPER_RETURN_IF_ERROR(launched);
   if (splits > 1) {
     const int64_t n = tokens * rows;
-    sum_splits_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(sums, out.data<float>(), n,
-                                                                                  static_cast<int>(splits));
+    sum_splits_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
+        sums, out.data<float>(), n, static_cast<int>(splits));
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("quantized mma split sums");
   }
   return ok_status();

@@ -68,6 +68,12 @@ __device__ __forceinline__ void copy_16_async(void* shared, const void* global, 
                : "memory");
 }
 
+// Queues a copy of 4 bytes (4-byte aligned at both ends) into shared memory.
+__device__ __forceinline__ void copy_4_async(void* shared, const void* global) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared_address(shared)), "l"(global)
+               : "memory");
+}
+
 __device__ __forceinline__ void commit_async_copies() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
