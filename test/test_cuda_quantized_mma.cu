@@ -119,6 +119,15 @@ TEST(CudaQuantizedMmaShapes, FitsOnlyWhatItTiles) {
   EXPECT_FALSE(op::cuda::quantized_mma_fits(9, test::random_int8_weight(48, 256, 64, rng)));  // rows
   EXPECT_FALSE(op::cuda::quantized_mma_fits(9, test::random_int8_weight(64, 320, 64, rng)));  // cols
   EXPECT_FALSE(op::cuda::quantized_mma_fits(9, test::random_int8_weight(64, 256, 16, rng)));  // group
+  // fp16 scales, as on the GPU, starting 2 bytes past a 4-byte boundary: the kernel copies them
+  // in aligned pairs.
+  op::Weight odd_scales = w;
+  const int64_t groups = w.scales.numel();
+  const Tensor halves = Tensor::zeros_cpu(DataType::kFP16, {groups + 1}).value();
+  odd_scales.scales = halves.slice(1, groups + 1).value();
+  EXPECT_FALSE(op::cuda::quantized_mma_fits(9, odd_scales));
+  odd_scales.scales = halves.slice(0, groups).value();
+  EXPECT_TRUE(op::cuda::quantized_mma_fits(9, odd_scales));
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, CudaQuantizedMma, testing::ValuesIn(test::kWeightSchemes), test::weight_scheme_name);
