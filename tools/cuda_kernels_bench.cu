@@ -270,7 +270,7 @@ __global__ void bytes_from_float_kernel(const float* in, uint8_t* out, int64_t n
   }
 }
 
-op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, uint32_t seed) {
+op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, uint32_t seed, bool with_min = true) {
   const Tensor bytes_f = random_gpu(DataType::kFP32, {rows, cols / 2}, seed);
   auto values = Tensor::empty(DataType::kINT4, {rows, cols / 2}, *cuda_allocator().value());
   check(values.status(), "allocate int4");
@@ -278,7 +278,7 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, uint32_t se
                                          rows * cols / 2);
   check(cudaGetLastError(), "int4 fill");
   Tensor scales = random_gpu(DataType::kFP16, {rows * cols / group}, seed + 1);
-  Tensor mins = random_gpu(DataType::kFP16, {rows * cols / group}, seed + 2);
+  Tensor mins = with_min ? random_gpu(DataType::kFP16, {rows * cols / group}, seed + 2) : Tensor();
   return {std::move(values).value(), std::move(scales), group, std::move(mins)};
 }
 
@@ -291,24 +291,33 @@ void print_rows(std::vector<Row>& rows, double copy_gbs) {
   }
 }
 
-// Batched decode: T tokens through the table's int8 (groups of 64) and int4 (groups of 32
-// with mins) matmul on LLaMA-2-7B's matrices (q|k|v, o, gate|up, down), which takes the
+// Batched decode: T tokens through the table's int8 (groups of 64) and int4 (groups of 32, with
+// mins and symmetric) matmul on LLaMA-2-7B's matrices (q|k|v, o, gate|up, down), which takes the
 // multi-token GEMV for T = 8 and the tensor-core GEMM (quantized_mma.cu) for T = 16-64, beside
 // the bf16 GEMM (cuBLAS) of the same shape, what a bf16 model runs. Bytes: the weights (and
 // scales and mins) once, and the T rows of fp32 input and output. `cuda_kernels_bench batched`
 // prints these alone, with the copy bandwidth.
 void add_batched_rows(std::vector<Row>& rows) {
   const op::KernelTable& table = op::kernel_table(DeviceType::kCUDA);
+  struct Scheme {
+    const char* name;
+    DataType dtype;
+    bool with_min;
+  };
   for (auto [r, c] : {std::pair<int64_t, int64_t>{12288, 4096}, {4096, 4096}, {22016, 4096}, {4096, 11008}}) {
-    for (const DataType dtype : {DataType::kINT8, DataType::kINT4, DataType::kBF16}) {
+    for (const Scheme& scheme : {Scheme{"int8", DataType::kINT8, false}, Scheme{"int4", DataType::kINT4, true},
+                                 Scheme{"int4 symmetric", DataType::kINT4, false},
+                                 Scheme{"bf16", DataType::kBF16, false}}) {
+      const DataType dtype = scheme.dtype;
       const int group = dtype == DataType::kINT8 ? 64 : 32;
+      const size_t groups = static_cast<size_t>(r * c / group);
       const size_t bytes = dtype == DataType::kBF16   ? 2 * static_cast<size_t>(r * c)
-                           : dtype == DataType::kINT8 ? static_cast<size_t>(r * c) + 2 * static_cast<size_t>(r * c / group)
-                                                      : static_cast<size_t>(r * c / 2) + 4 * static_cast<size_t>(r * c / group);
+                           : dtype == DataType::kINT8 ? static_cast<size_t>(r * c) + 2 * groups
+                                                      : static_cast<size_t>(r * c / 2) + (scheme.with_min ? 4 : 2) * groups;
       std::vector<op::Weight> ws;
       for (int k = 0; k < copies_for(bytes); ++k) {
         ws.push_back(dtype == DataType::kINT8   ? random_int8_weight(r, c, group, 700 + 2 * k)
-                     : dtype == DataType::kINT4 ? random_int4_weight(r, c, group, 800 + 3 * k)
+                     : dtype == DataType::kINT4 ? random_int4_weight(r, c, group, 800 + 3 * k, scheme.with_min)
                                                 : op::Weight{random_gpu(DataType::kBF16, {r, c}, 900 + k), {}, 0});
       }
       for (const int64_t tokens : {8, 16, 32, 64}) {
@@ -317,8 +326,8 @@ void add_batched_rows(std::vector<Row>& rows) {
         const auto matmul = table.matmul[static_cast<int>(dtype)];
         const double us =
             1e3 * median_ms([&](int i) { check(matmul(x, ws[i % ws.size()], y, ctx()), "batched matmul"); }, 30);
-        rows.push_back({"batched " + std::string(dtype_name(dtype)) + " " + std::to_string(r) + "x" +
-                            std::to_string(c) + " T=" + std::to_string(tokens),
+        rows.push_back({"batched " + std::string(scheme.name) + " " + std::to_string(r) + "x" + std::to_string(c) +
+                            " T=" + std::to_string(tokens),
                         us, (bytes + 4.0 * tokens * (r + c)) / (us * 1e-6) / 1e9, 0});
       }
     }

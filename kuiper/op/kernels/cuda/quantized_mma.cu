@@ -15,7 +15,9 @@
 // flight. Rows of x in shared memory are padded so that a warp's 16-byte reads hit distinct banks.
 //
 // A weight is dequantized exactly as the dequantize kernels write it (matmul_int8.cu,
-// matmul_int4.cu), x is rounded to bf16 once (gemm_input_bf16), and the sums are fp32. Matrices
+// matmul_int4.cu), x is rounded to bf16 once (gemm_input_bf16), and the sums are fp32. Symmetric
+// int4 weights are converted two at a time by packed bf16 operations, which pair columns c and
+// c + 4 of a word; their x is rounded with each 8 columns interleaved to match. Matrices
 // with too few row blocks to fill the GPU split their columns, each split writing partial sums
 // that sum_splits_kernel adds in split order (no atomics: the result does not depend on timing).
 #include <cuda_bf16.h>
@@ -105,25 +107,50 @@ __device__ __forceinline__ void dequantize_int8(uint32_t word, float scale, uint
   high = pack_pair(v[2], v[3], __nv_bfloat16{});
 }
 
-// Four int4 weights (the low 16 bits of `bits`, lowest nibble first) as int4_value gives them,
-// rounded to bf16: columns 0 and 1 into `low`, 2 and 3 into `high`. Nibble k stays where it is,
-// in the mantissa of 2^23: the float reads 2^23 + q·16^k exactly, and scaled[k] is the group's
-// scale times 16^-k (exact: a power of two). Subtracting 2^23 (and the symmetric scheme's zero
-// 8·16^k) and multiplying gives scale·(q - 8), or fma(q, scale, min), with the one rounding
-// int4_value has: three operations a weight, and no shifts.
-template <bool kWithMin>
-__device__ __forceinline__ void dequantize_int4(uint32_t bits, const float (&scaled)[4], float min, uint32_t& low,
-                                                uint32_t& high) {
+// Four int4 weights with a minimum (the low 16 bits of `bits`, lowest nibble first) as
+// int4_value gives them, rounded to bf16: columns 0 and 1 into `low`, 2 and 3 into `high`. Nibble
+// k stays where it is, in the mantissa of 2^23: the float reads 2^23 + q·16^k exactly, and
+// scaled[k] is the group's scale times 16^-k (exact: a power of two), so that
+// fma(that - 2^23, scaled[k], min) = fma(q, scale, min) with int4_value's one rounding: three
+// operations a weight, no shifts.
+__device__ __forceinline__ void dequantize_int4_with_min(uint32_t bits, const float (&scaled)[4], float min,
+                                                         uint32_t& low, uint32_t& high) {
   float v[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const float f = __uint_as_float((bits & (0xFu << (4 * k))) | 0x4B000000u);
-    constexpr float kTwo23 = 8388608.f;
-    v[k] = kWithMin ? fmaf(f - kTwo23, scaled[k], min)
-                    : (f - (kTwo23 + static_cast<float>(kInt4SymmetricZero << (4 * k)))) * scaled[k];
+    v[k] = fmaf(f - 8388608.f, scaled[k], min);
   }
   low = pack_pair(v[0], v[1], __nv_bfloat16{});
   high = pack_pair(v[2], v[3], __nv_bfloat16{});
+}
+
+// A group's fp16 scale as two bf16 parts, hi + lo = scale exactly: hi is the scale rounded to
+// bf16, lo the remainder (at most its last three significant bits), each in both halves.
+struct SplitScale {
+  __nv_bfloat162 hi, lo;
+};
+
+__device__ __forceinline__ SplitScale split_scale(float scale) {
+  const __nv_bfloat16 hi = __float2bfloat16_rn(scale);
+  return {__bfloat162bfloat162(hi), __bfloat162bfloat162(__float2bfloat16_rn(scale - __bfloat162float(hi)))};
+}
+
+// Eight symmetric int4 weights (one word, lowest nibble first) times the group's scale, rounded
+// to bf16 exactly as int4_value and the dequantize kernel round them, as bf16 pairs of columns
+// (0, 4), (1, 5), (2, 6), (3, 7): the order of the interleaved x (interleaved_input_kernel). Two
+// nibbles masked into the mantissas of a pair of bf16 128s read 128 + q exactly, and less 136,
+// q - 8; (q - 8)·lo is exact in bf16 (at most 7 bits), and the fused (q - 8)·hi + (q - 8)·lo
+// rounds the exact product once. Packed: about five operations per two weights, no conversion.
+__device__ __forceinline__ void dequantize_int4_symmetric(uint32_t word, const SplitScale& scale, uint32_t (&pairs)[4]) {
+  const __nv_bfloat162 offset = __float2bfloat162_rn(static_cast<float>(128 + kInt4SymmetricZero));
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t biased = ((word >> (4 * k)) & 0x000F000Fu) | 0x43004300u;
+    const __nv_bfloat162 q = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), offset);
+    const __nv_bfloat162 v = __hfma2(q, scale.hi, __hmul2(q, scale.lo));
+    pairs[k] = *reinterpret_cast<const uint32_t*>(&v);
+  }
 }
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
@@ -207,13 +234,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) quantized_
 
     const StageT& st = stage[step % stages];
     uint4 w[kLaneRows];
-    // Each row's scale; for int4 times 16^-k for nibble k of a 16-bit half (dequantize_int4).
+    // Each row's scale (int4 with a minimum: times 16^-k for nibble k of a 16-bit half), or its
+    // bf16 parts (symmetric int4).
     float scaled[kLaneRows][4], min[kLaneRows];
+    SplitScale split[kLaneRows];
 #pragma unroll
     for (int i = 0; i < kLaneRows; ++i) {
       const int64_t group = (lane_first[i] + static_cast<int64_t>(step) * Shape::kCols) >> a.group_shift;
       w[i] = st.w[i][tid];
       scaled[i][0] = half_of(st.scales[i][tid], group);
+      if constexpr (kCode == WeightCode::kInt4Symmetric) split[i] = split_scale(scaled[i][0]);
 #pragma unroll
       for (int k = 1; k < 4; ++k) scaled[i][k] = scaled[i][k - 1] * (1.f / 16.f);
       min[i] = kWithMin ? half_of(st.mins[i][tid], group) : 0.f;
@@ -226,11 +256,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) quantized_
 #pragma unroll
       for (int i = 0; i < kLaneRows; ++i) {
         const int m = i / 2, r = i % 2;  // rows g and g + 8 of m tile m
-        if constexpr (kInt4) {
-          // The word lane_word picks, with the indices known at compile time.
-          const uint32_t word = (t >> 1) ? word_of(w[i], p ^ 1) : word_of(w[i], p);
-          dequantize_int4<kWithMin>(word, scaled[i], min[i], frag[0][m][r], frag[0][m][r + 2]);
-          dequantize_int4<kWithMin>(word >> 16, scaled[i], min[i], frag[1][m][r], frag[1][m][r + 2]);
+        // The word lane_word picks, with the indices known at compile time.
+        const uint32_t word = kInt4 && (t >> 1) ? word_of(w[i], p ^ 1) : word_of(w[i], p);
+        if constexpr (kCode == WeightCode::kInt4Symmetric) {
+          uint32_t pairs[4];
+          dequantize_int4_symmetric(word, split[i], pairs);
+          frag[0][m][r] = pairs[0];
+          frag[0][m][r + 2] = pairs[1];
+          frag[1][m][r] = pairs[2];
+          frag[1][m][r + 2] = pairs[3];
+        } else if constexpr (kWithMin) {
+          dequantize_int4_with_min(word, scaled[i], min[i], frag[0][m][r], frag[0][m][r + 2]);
+          dequantize_int4_with_min(word >> 16, scaled[i], min[i], frag[1][m][r], frag[1][m][r + 2]);
         } else {
           dequantize_int8(word_of(w[i], 2 * p), scaled[i][0], frag[0][m][r], frag[0][m][r + 2]);
           dequantize_int8(word_of(w[i], 2 * p + 1), scaled[i][0], frag[1][m][r], frag[1][m][r + 2]);
@@ -276,6 +313,29 @@ __global__ void sum_splits_kernel(const float* __restrict__ partials, float* __r
   }
 }
 
+// x (fp32 [tokens, cols]) rounded to bf16 with each 8 columns stored in the order 0, 4, 1, 5,
+// 2, 6, 3, 7: one 16-byte word of it then holds the B fragments' pairs of columns that meet
+// dequantize_int4_symmetric's pairs of weights.
+__global__ void interleaved_input_kernel(const float* __restrict__ in, uint4* __restrict__ out, int64_t words) {
+  for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; u < words;
+       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float* x = in + 8 * u;
+    const __nv_bfloat16 type{};
+    out[u] = make_uint4(pack_pair(x[0], x[4], type), pack_pair(x[1], x[5], type), pack_pair(x[2], x[6], type),
+                        pack_pair(x[3], x[7], type));
+  }
+}
+
+// in rounded and interleaved (interleaved_input_kernel) in the context's GEMM input scratch.
+StatusOr<const __nv_bfloat16*> interleaved_input(const Tensor& in, const ExecutionContext& ctx) {
+  const int64_t words = in.numel() / 8;
+  KUIPER_ASSIGN_OR_RETURN(void* scratch, ctx.scratch(ScratchUse::kGemmInput, static_cast<size_t>(words) * 16));
+  interleaved_input_kernel<<<elementwise_blocks(words), kElementwiseThreads, 0, as_cuda_stream(ctx.stream())>>>(
+      in.data<float>(), static_cast<uint4*>(scratch), words);
+  KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("interleaved input");
+  return static_cast<const __nv_bfloat16*>(scratch);
+}
+
 // Queues the kernel for T tokens padded to a whole number of n8 tiles.
 template <WeightCode kCode, int kTokenTiles>
 Status launch(const QuantizedMmaArgs& a, dim3 grid, const ExecutionContext& ctx) {
@@ -314,7 +374,11 @@ bool quantized_mma_fits(int64_t tokens, const Weight& weight) {
 Status quantized_mma(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
   const bool int4 = weight.dtype() == DataType::kINT4;
-  KUIPER_ASSIGN_OR_RETURN(const __nv_bfloat16* x, gemm_input_bf16(in, ctx));
+  const WeightCode code = !int4                 ? WeightCode::kInt8
+                          : weight.mins.is_empty() ? WeightCode::kInt4Symmetric
+                                                   : WeightCode::kInt4WithMin;
+  KUIPER_ASSIGN_OR_RETURN(const __nv_bfloat16* x, code == WeightCode::kInt4Symmetric ? interleaved_input(in, ctx)
+                                                                                     : gemm_input_bf16(in, ctx));
   // Split the columns when the row blocks alone would leave multiprocessors idle; the partial
   // sums go where gemm_via_bf16 would dequantize W (the scratch holds at least W's bf16 copy,
   // and the splits are capped to fit in it).
@@ -343,9 +407,9 @@ Status quantized_mma(const Tensor& in, const Weight& weight, Tensor& out, const 
   a.cols = static_cast<int>(cols);
   a.split_steps = static_cast<int>(split_steps);
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
-  const Status launched = !int4                ? launch_for_tokens<WeightCode::kInt8>(a, grid, ctx)
-                         : a.mins == nullptr ? launch_for_tokens<WeightCode::kInt4Symmetric>(a, grid, ctx)
-                                             : launch_for_tokens<WeightCode::kInt4WithMin>(a, grid, ctx);
+  const Status launched = code == WeightCode::kInt8            ? launch_for_tokens<WeightCode::kInt8>(a, grid, ctx)
+                         : code == WeightCode::kInt4Symmetric ? launch_for_tokens<WeightCode::kInt4Symmetric>(a, grid, ctx)
+                                                              : launch_for_tokens<WeightCode::kInt4WithMin>(a, grid, ctx);
   KUIPER_RETURN_IF_ERROR(launched);
   if (splits > 1) {
     const int64_t n = tokens * rows;
