@@ -40,8 +40,9 @@ inline constexpr int kQuantizedMmaMaxTokens = 64;
 // aligned values and 4-byte aligned scales (and mins).
 bool quantized_mma_fits(int64_t tokens, const Weight& weight);
 // out[T, rows] = in[T, cols] · dequant(W)ᵀ on the tensor cores, for int8 or int4 weights that
-// quantized_mma_fits: W dequantized to bf16 as the dequantize kernels round it, in by
-// gemm_input_bf16, fp32 sums. Column splits borrow the dequantized-weight scratch.
+// quantized_mma_fits: W dequantized to bf16 as the dequantize kernels round it, in rounded to
+// bf16 in the GEMM input scratch (symmetric int4: with its columns interleaved), fp32 sums.
+// Column splits borrow the dequantized-weight scratch.
 Status quantized_mma(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx);
 
 // in (fp32) rounded to bf16 in the context's GEMM input scratch (matmul_cuda.cu).
