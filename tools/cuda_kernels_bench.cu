@@ -8,9 +8,10 @@
 //  - decode int4 GEMV, groups of 32 with a minimum (bytes counted: packed weights + fp16 scales
 //    and mins), with other rows-per-warp, burst depths and blocks per multiprocessor, and reading
 //    x quantized once instead of in every block, for reference;
-//  - batched-decode int8/int4 matmul at T = 8 .. 64 tokens (the multi-token GEMV, then the
-//    tensor-core GEMM for quantized weights), beside the bf16 GEMM of the same shape (bytes:
-//    weights, scales and mins once, plus the fp32 input and output rows);
+//  - batched-decode int8, int4 (with mins, and symmetric) matmul at T = 8 .. 64 tokens (the
+//    multi-token GEMV, then the tensor-core GEMM for quantized weights), beside the bf16 GEMM of
+//    the same shape (bytes: weights, scales and mins once, plus the fp32 input and output rows);
+//    `cuda_kernels_bench batched` runs these alone;
 //  - decode attention over a bf16 cache, paged decode attention of several sequences (the
 //    engine's batched decode), prefill attention (tensor cores, and the CUDA-core kernel it
 //    replaced), and the prefill GEMM.
@@ -305,7 +306,7 @@ void add_batched_rows(std::vector<Row>& rows) {
     bool with_min;
   };
   for (auto [r, c] : {std::pair<int64_t, int64_t>{12288, 4096}, {4096, 4096}, {22016, 4096}, {4096, 11008}}) {
-    for (const Scheme& scheme : {Scheme{"int8", DataType::kINT8, false}, Scheme{"int4", DataType::kINT4, true},
+    for (const Scheme& scheme : {Scheme{"int8", DataType::kINT8, false}, Scheme{"int4 with mins", DataType::kINT4, true},
                                  Scheme{"int4 symmetric", DataType::kINT4, false},
                                  Scheme{"bf16", DataType::kBF16, false}}) {
       const DataType dtype = scheme.dtype;
