@@ -32,7 +32,6 @@ constexpr int64_t kTokenCounts[] = {2, 3, 5, 8, 13, 32};
 
 class CudaMultiTokenGemv : public test::GpuTest<::testing::TestWithParam<test::WeightScheme>> {
  protected:
-
   DataType dtype() const { return test::weight_scheme_dtype(GetParam()); }
   op::Weight random_weight(int64_t rows, int64_t cols, int group) {
     return test::random_weight(GetParam(), rows, cols, group, rng_);
@@ -79,7 +78,7 @@ class CudaMultiTokenGemv : public test::GpuTest<::testing::TestWithParam<test::W
     for (const int64_t tokens : kTokenCounts) {
       SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + ", " + std::to_string(tokens) + " tokens");
       const Tensor in = GetParam() == test::WeightScheme::kInt8 ? test::int8_exact_input(tokens, cols, rng_)
-                                                    : test::random_tensor({tokens, cols}, rng_);
+                                                                : test::random_tensor({tokens, cols}, rng_);
       const std::vector<float> together = matmul(in, gpu_w);
       const test::QuantizedProduct ref = test::quantized_product(in, w);
       for (int64_t t = 0; t < tokens; ++t) {

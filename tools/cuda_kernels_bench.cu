@@ -283,6 +283,13 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, uint32_t se
   return {std::move(values).value(), std::move(scales), group, std::move(mins)};
 }
 
+// µs of one call of the kernel table's matmul for `dtype`, the weights rotated among `ws` (copies
+// that together exceed the L2 cache), the median of batches of `batch` calls.
+double table_matmul_us(DataType dtype, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y, int batch) {
+  const auto matmul = op::kernel_table(DeviceType::kCUDA).matmul[static_cast<int>(dtype)];
+  return 1e3 * median_ms([&](int i) { check(matmul(x, ws[i % ws.size()], y, ctx()), "matmul"); }, batch);
+}
+
 // The rows, with the share of the copy bandwidth where a row has none of its own.
 void print_rows(std::vector<Row>& rows, double copy_gbs) {
   for (Row& r : rows) if (r.pct == 0) r.pct = 100.0 * r.gbs / copy_gbs;
@@ -299,7 +306,6 @@ void print_rows(std::vector<Row>& rows, double copy_gbs) {
 // scales and mins) once, and the T rows of fp32 input and output. `cuda_kernels_bench batched`
 // prints these alone, with the copy bandwidth.
 void add_batched_rows(std::vector<Row>& rows) {
-  const op::KernelTable& table = op::kernel_table(DeviceType::kCUDA);
   struct Scheme {
     const char* name;
     DataType dtype;
@@ -324,9 +330,7 @@ void add_batched_rows(std::vector<Row>& rows) {
       for (const int64_t tokens : {8, 16, 32, 64}) {
         const Tensor x = random_gpu(DataType::kFP32, {tokens, c}, 22);
         Tensor y = random_gpu(DataType::kFP32, {tokens, r}, 23);
-        const auto matmul = table.matmul[static_cast<int>(dtype)];
-        const double us =
-            1e3 * median_ms([&](int i) { check(matmul(x, ws[i % ws.size()], y, ctx()), "batched matmul"); }, 30);
+        const double us = table_matmul_us(dtype, ws, x, y, 30);
         rows.push_back({"batched " + std::string(scheme.name) + " " + std::to_string(r) + "x" + std::to_string(c) +
                             " T=" + std::to_string(tokens),
                         us, (bytes + 4.0 * tokens * (r + c)) / (us * 1e-6) / 1e9, 0});
@@ -399,9 +403,7 @@ int main(int argc, char** argv) {
     const Tensor x = random_gpu(DataType::kFP32, {1, s.cols}, 7);
     Tensor y = random_gpu(DataType::kFP32, {1, s.rows}, 8);
     const auto matmul = table.matmul[static_cast<int>(s.dtype)];
-    const double us = 1e3 * median_ms([&](int i) {
-      check(matmul(x, ws[i % ws.size()], y, ctx()), "matmul");
-    }, 60);
+    const double us = table_matmul_us(s.dtype, ws, x, y, 60);
     const double moved = bytes + 4.0 * (s.rows + s.cols);
     const std::string name = "gemv " + std::string(dtype_name(s.dtype)) + " " +
                              std::to_string(s.rows) + "x" + std::to_string(s.cols);
@@ -446,10 +448,6 @@ int main(int argc, char** argv) {
   // by two as rope does.
   const std::pair<int64_t, int64_t> quantized_shapes[] = {{4096, 4096},  {6144, 4096},  {11008, 4096},
                                                           {4096, 11008}, {14336, 4096}, {32000, 4096}};
-  const auto table_gemv_us = [&](DataType dtype, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y) {
-    const auto matmul = table.matmul[static_cast<int>(dtype)];
-    return 1e3 * median_ms([&](int i) { check(matmul(x, ws[i % ws.size()], y, ctx()), "quantized matmul"); }, 60);
-  };
 
   // int8 (group 64), and other shapes of the kernel.
   for (auto [r, c] : quantized_shapes) {
@@ -459,7 +457,7 @@ int main(int argc, char** argv) {
     for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int8_weight(r, c, group, 400 + 2 * k));
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 18);
     Tensor y = random_gpu(DataType::kFP32, {1, r}, 19);
-    const double us = table_gemv_us(DataType::kINT8, ws, x, y);
+    const double us = table_matmul_us(DataType::kINT8, ws, x, y, 60);
     const double moved = bytes + 4.0 * (r + c);
     const std::string name = "gemv int8 " + std::to_string(r) + "x" + std::to_string(c);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
@@ -496,7 +494,7 @@ int main(int argc, char** argv) {
     for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int4_weight(r, c, group, 600 + 3 * k));
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 20);
     Tensor y = random_gpu(DataType::kFP32, {1, r}, 21);
-    const double us = table_gemv_us(DataType::kINT4, ws, x, y);
+    const double us = table_matmul_us(DataType::kINT4, ws, x, y, 60);
     const double moved = bytes + 4.0 * (r + c);
     const std::string name = "gemv int4 " + std::to_string(r) + "x" + std::to_string(c);
     rows.push_back({name, us, moved / (us * 1e-6) / 1e9, 0});
