@@ -3,6 +3,9 @@
 // copy and memset between the program's cudaProfilerStart and cudaProfilerStop (kuiper's
 // profile_range_begin/end; the whole run if the program never calls them) and prints, at exit,
 // each kernel's count and time, and how much of the window the GPU was idle (launch gaps).
+// Kernels launched overlapped (launch.cuh) start before the kernel ahead of them ends and wait,
+// so their own times overlap; what each adds to a step is the time from the end of the work
+// before it to its own end ("added"), which sums to the span of one stream's work.
 // Several GPUs (a tensor-parallel run): the work of GPU 0 only, as every rank does the same.
 #include <cupti.h>
 
@@ -132,13 +135,14 @@ void summarise() {
   const uint64_t first = in.front().start;
   uint64_t last = 0, busy = 0, covered_to = 0;
   struct Total {
-    uint64_t ns = 0;
+    uint64_t ns = 0, added_ns = 0;
     int count = 0;
   };
   std::map<std::string, Total> by_name;
   std::map<std::string, uint64_t> idle_before;  // GPU idle time ended by each kernel: where launches lag
   for (const Interval& i : in) {
     if (covered_to > 0 && i.start > covered_to) idle_before[i.name] += i.start - covered_to;
+    by_name[i.name].added_ns += i.end > covered_to ? i.end - std::max(covered_to, first) : 0;
     last = std::max(last, i.end);
     const uint64_t from = std::max(i.start, covered_to);
     if (i.end > from) busy += i.end - from;
@@ -151,10 +155,11 @@ void summarise() {
   const double span_us = (last - first) / 1e3;
   std::fprintf(stderr, "\ncuda_kernel_trace: the last of %d windows, first to last GPU activity %.1f us, GPU busy %.1f us (%.1f%%), idle %.1f us\n",
                t.windows, span_us, busy / 1e3, 100.0 * busy / (last - first), span_us - busy / 1e3);
-  std::fprintf(stderr, "%12s %8s %10s %6s  %s\n", "total us", "count", "mean us", "%", "kernel");
+  std::fprintf(stderr, "%12s %8s %10s %6s %11s  %s\n", "total us", "count", "mean us", "%", "added us", "kernel");
   for (const auto& [name, total] : rows) {
-    std::fprintf(stderr, "%12.1f %8d %10.2f %6.2f  %s\n", total.ns / 1e3, total.count, total.ns / 1e3 / total.count,
-                 100.0 * total.ns / busy, name.c_str());
+    std::fprintf(stderr, "%12.1f %8d %10.2f %6.2f %11.2f  %s\n", total.ns / 1e3, total.count,
+                 total.ns / 1e3 / total.count, 100.0 * total.ns / busy, total.added_ns / 1e3 / total.count,
+                 name.c_str());
   }
   std::vector<std::pair<std::string, uint64_t>> gaps(idle_before.begin(), idle_before.end());
   std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
