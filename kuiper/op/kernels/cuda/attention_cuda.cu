@@ -111,9 +111,9 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention");
   if (p.splits > 1) {
     const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));
-    attention_combine_kernel<<<combine_grid, kCombineThreads, 0, stream>>>(
-        p.partial_out, p.partial_max_sum, p.positions, context, shape.n_heads, shape.head_dim,
-        p.span, p.splits, p.out);
+    KUIPER_CUDA_RETURN_IF_ERROR(launch_overlapped(attention_combine_kernel, combine_grid, dim3(kCombineThreads), 0,
+                                                  stream, p.partial_out, p.partial_max_sum, p.positions, context,
+                                                  shape.n_heads, shape.head_dim, p.span, p.splits, p.out));
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention combine");
   }
   return ok_status();

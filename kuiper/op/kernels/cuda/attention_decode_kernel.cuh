@@ -208,6 +208,9 @@ __device__ __forceinline__ void decode_attention_block(const float* q_head, floa
   };
   DecodeChunk<T, kDims, kChunk> even, odd;
   load(even, begin + warp * kChunk);
+  // A combine launched overlapped (launch.cuh) may now take its place and wait: its launch is
+  // off the path, and this block's loads are already queued ahead of anything it brings.
+  let_next_kernel_start();
   for (int64_t first = begin + warp * kChunk; first < end; first += 2 * kStride) {
     load(odd, first + kStride);
     fold_chunk<T, kDims, kChunk, kLookup>(sm, even, first, end);

@@ -285,11 +285,15 @@ struct MaxOf {
 // (several loads in flight), and the subsets are added up through shared memory.
 // Where out asks for it (one query row, head_dim a multiple of 32), the output also goes
 // quantized in halves of 16 (int8_halves.cuh), for the int8 or int4 GEMV after attention.
+// One sequence's decode launches it overlapped (launch.cuh): it waits for the decode kernel, and
+// lets the GEMV after it start only once it is done, since that GEMV's first weight bursts,
+// queued while the combine ran, held up the combine's own reads more than they gained
+// (docs/performance.md).
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
                              const int32_t* positions, int64_t context, int n_heads,
                              int head_dim, int span, int splits, AttentionOutput out) {
-  let_next_kernel_start();  // the GEMV after it may start streaming weights (launch.cuh)
+  wait_for_previous_kernel();  // the partial results are written by the decode kernel
   using Reduce = cub::BlockReduce<float, kCombineThreads>;
   __shared__ typename Reduce::TempStorage reduce_storage;
   __shared__ float weight_s[kDecodeMaxSplits];
@@ -302,15 +306,15 @@ __global__ void __launch_bounds__(kCombineThreads)
   const float* max_sum = partial_max_sum + head_row * splits * 2;
 
   float local_max = -INFINITY;
-  for (int s = tid; s < used; s += kCombineThreads) local_max = fmaxf(local_max, max_sum[2 * s]);
+  for (int s = tid; s < used; s += kCombineThreads) local_max = fmaxf(local_max, load_after_wait(max_sum + 2 * s));
   const float block_max = Reduce(reduce_storage).Reduce(local_max, MaxOf{});
   if (tid == 0) global_max_s = block_max;
   __syncthreads();
   float local_denominator = 0.f;
   for (int s = tid; s < used; s += kCombineThreads) {
-    const float w = expf(max_sum[2 * s] - global_max_s);
+    const float w = expf(load_after_wait(max_sum + 2 * s) - global_max_s);
     weight_s[s] = w;
-    local_denominator += max_sum[2 * s + 1] * w;
+    local_denominator += load_after_wait(max_sum + 2 * s + 1) * w;
   }
   __syncthreads();  // reduce_storage is reused
   const float denominator = Reduce(reduce_storage).Sum(local_denominator);
@@ -323,7 +327,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (phase < phases) {
     const float* o = partial_out + head_row * splits * head_dim + d;
 #pragma unroll 8
-    for (int s = phase; s < used; s += phases) numerator += o[static_cast<int64_t>(s) * head_dim] * weight_s[s];
+    for (int s = phase; s < used; s += phases) numerator += load_after_wait(o + static_cast<int64_t>(s) * head_dim) * weight_s[s];
   }
   sums_s[tid] = numerator;
   __syncthreads();
@@ -332,6 +336,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     for (int k = 0; k < phases; ++k) total += sums_s[k * head_dim + tid];
     out.store(head_row * head_dim + tid, denominator_s > 0.f ? total / denominator_s : 0.f);
   }
+  let_next_kernel_start();
 }
 
 }  // namespace

@@ -20,15 +20,16 @@ inline unsigned elementwise_blocks(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 16));
 }
 
-// Programmatic dependent launch (Hopper), used for the decode GEMVs only. Launched the ordinary
-// way, a GEMV starts only after the kernel before it (the attention combine, another GEMV, or
-// the first layer's norm) has fully drained, and HBM idles meanwhile. Launched with
-// launch_overlapped, it is scheduled as soon as every block of that kernel has called
-// let_next_kernel_start (those kernels do so first thing), issues its first bursts of weights,
+// Programmatic dependent launch (Hopper), used for the decode GEMVs and one sequence's attention
+// combine. Launched the ordinary way, a GEMV starts only after the kernel before it (the
+// attention combine, another GEMV, or the first layer's norm) has fully drained, and HBM idles
+// meanwhile. Launched with launch_overlapped, it is scheduled as soon as every block of that
+// kernel has called let_next_kernel_start (the GEMVs do so first thing, the decode attention
+// once its first loads are queued, the combine at its end), issues its first bursts of weights,
 // and waits in wait_for_previous_kernel until that kernel has finished and its writes are
-// visible. Before the wait it reads only weights and writes nothing; every other kernel is
-// launched the ordinary way, and waits for all earlier work. The GEMV finishes after its own
-// wait, so the ordering holds down the stream.
+// visible. Before the wait it reads only weights and writes nothing (the combine reads nothing);
+// every other kernel is launched the ordinary way, and waits for all earlier work. Each kernel
+// finishes after its own wait, so the ordering holds down the stream.
 //
 // After the wait, read what the previous kernel wrote with load_after_wait, never with __ldg
 // (nor through a `const __restrict__` pointer, which the compiler may turn into __ldg):
@@ -42,7 +43,7 @@ inline unsigned elementwise_blocks(int64_t n) {
 // 206 / 160 (blocks of the attention combine and of the GEMV after it, launched early, sat on
 // the multiprocessors while the attention ran).
 // On GPUs before Hopper both device calls compile to nothing and the attribute is ignored.
-// KUIPER_SERIAL_LAUNCH=1 in the environment launches the GEMVs the ordinary way too: a check
+// KUIPER_SERIAL_LAUNCH=1 in the environment launches these the ordinary way too: a check
 // when a result is suspected of a race, and the baseline the overlap is measured against.
 inline bool launches_overlap() {
   static const bool overlap = std::getenv("KUIPER_SERIAL_LAUNCH") == nullptr;
