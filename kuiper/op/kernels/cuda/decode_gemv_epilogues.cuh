@@ -188,19 +188,38 @@ __device__ __forceinline__ void write_token_rows(const DecodeGemvArgs& a, int fi
   }
 }
 
+// InputNorm::kGivenSums: x · g came in as the input, and 1 / rms(x) comes from the sums of
+// squares the GEMV that wrote x left behind (a.in_sumsq, one per run). A block reads them once,
+// right after the wait, while its first weight bursts are still on their way: thread t adds runs
+// t, t + blockDim.x, ... into partial[t], which every warp adds up, in the same order, at its
+// end (after a barrier). Every warp reading all the runs at its end held each warp's registers
+// for another round trip: 4% of the copy bandwidth on LLaMA-2-7B's w1|w3 (docs/performance.md);
+// reading them into registers before the stream spilled.
+struct InputNormSums {
+  float partial[kDecodeWarps * 32];
+
+  __device__ void stage(const DecodeGemvArgs& a) {
+    float sum = 0.f;
+    for (int i = threadIdx.x; i < a.sumsq_runs; i += blockDim.x) sum += load_after_wait(a.in_sumsq + i);
+    partial[threadIdx.x] = sum;
+  }
+  __device__ float inverse_rms(const DecodeGemvArgs& a, int lane) const {
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < kDecodeWarps; ++k) sum += partial[k * 32 + lane];
+    return cuda::inverse_rms(a, warp_sum(sum));
+  }
+};
+
 // What follows the dot products of a warp's rows y (the same in every lane): the input norm's
 // 1/rms, then the epilogue. Only an owner warp writes (with columns split, the first part's).
 template <GemvEpilogue kEpi, bool kNorm, int kRows, int kRowWarps>
 __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, int lane,
                                             bool owner, const int (&row)[kRows],
-                                            const bool (&valid)[kRows], float (&y)[kRows]) {
+                                            const bool (&valid)[kRows], float (&y)[kRows],
+                                            const InputNormSums& norm) {
   if constexpr (kNorm) {
-    // x · g came in as the input; 1 / rms(x) comes from the sums of squares the GEMV that
-    // wrote x left behind, summed in the same order in every warp. Read here rather than while
-    // the weights are in flight, which holds registers across the stream.
-    float sumsq = 0.f;
-    for (int i = lane; i < a.sumsq_runs; i += 32) sumsq += load_after_wait(a.in_sumsq + i);
-    const float inv_rms = inverse_rms(a, warp_sum(sumsq));
+    const float inv_rms = norm.inverse_rms(a, lane);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) y[r] *= inv_rms;
   }

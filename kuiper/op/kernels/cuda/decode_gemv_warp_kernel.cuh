@@ -82,10 +82,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
   rows.load(even, begin + lane, end, a);
   rows.load(odd, begin + kStep + lane, end, a);
   wait_for_previous_kernel();  // x is written by the previous kernel
-  if constexpr (StagesInput<Rows>) {
-    Rows::stage_input(a);
-    __syncthreads();
-  }
+  __shared__ InputNormSums norm;
+  if constexpr (kNorm) norm.stage(a);
+  if constexpr (StagesInput<Rows>) Rows::stage_input(a);
+  if constexpr (kNorm || StagesInput<Rows>) __syncthreads();
   for (int start = begin; start < end; start += 2 * kStep) {
     rows.accumulate(sums, even, start + lane, end, a);
     rows.load(even, start + 2 * kStep + lane, end, a);
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, Rows::kMinBlocks)
     }
   }
   if constexpr (kTokens == 1) {
-    finish_rows<kEpi, kNorm, kRows, kRowWarps>(a, row_warp, lane, part == 0, row, valid, y[0]);
+    finish_rows<kEpi, kNorm, kRows, kRowWarps>(a, row_warp, lane, part == 0, row, valid, y[0], norm);
   } else if (lane == 0 && part == 0) {
     write_token_rows(a, first_token, row, valid, y);
   }
