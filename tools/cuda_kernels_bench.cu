@@ -12,6 +12,8 @@
 //    multi-token GEMV, then the tensor-core GEMM for quantized weights), beside the bf16 GEMM of
 //    the same shape (bytes: weights, scales and mins once, plus the fp32 input and output rows);
 //    `cuda_kernels_bench batched` runs these alone;
+//  - `cuda_kernels_bench epilogues` alone: the symmetric int4 decode GEMV with and without the
+//    model's input norm, swiglu pairing and residual accumulate;
 //  - decode attention over a bf16 cache, paged decode attention of several sequences (the
 //    engine's batched decode), prefill attention (tensor cores, and the CUDA-core kernel it
 //    replaced), and the prefill GEMM.
@@ -358,6 +360,30 @@ void profile_attention() {
   check(synchronize(nullptr), "sync");
 }
 
+// What the int4 decode GEMV's epilogues and input norm cost: symmetric int4 (CUDA's default
+// scheme), x handed on in halves, on LLaMA-2-7B's w1|w3, half of it, wo and w2, each layout the
+// model takes run with and without its norm, pairing and residual.
+void add_int4_epilogue_rows(std::vector<Row>& rows) {
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{22016, 4096}, {11008, 4096}, {4096, 4096}, {4096, 11008}}) {
+    const size_t bytes = static_cast<size_t>(r * c / 2) + 2 * static_cast<size_t>(r * c / 32);
+    std::vector<op::Weight> ws;
+    for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int4_weight(r, c, 32, 600 + 3 * k, false));
+    const Tensor x = random_gpu(DataType::kFP32, {1, c}, 20);
+    Tensor y = random_gpu(DataType::kFP32, {1, r}, 21);
+    const std::string name = "sym int4 " + std::to_string(r) + "x" + std::to_string(c);
+    using E = op::GemvEpilogue;
+    for (auto [label, t] : {std::pair{" store 4x1 3b", gemv_halves_us<4, 1, 3>(ws, x, y)},
+                            std::pair{" store+norm 4x1 3b", gemv_halves_us<4, 1, 3, E::kStore, true>(ws, x, y)},
+                            std::pair{" swiglu 4x1 3b", gemv_halves_us<4, 1, 3, E::kSwiglu, false>(ws, x, y)},
+                            std::pair{" swiglu+norm 4x1 3b", gemv_halves_us<4, 1, 3, E::kSwiglu, true>(ws, x, y)},
+                            std::pair{" swiglu+norm 4x1 2b", gemv_halves_us<4, 1, 2, E::kSwiglu, true>(ws, x, y)},
+                            std::pair{" store 2x2", gemv_halves_us<2, 2, 2>(ws, x, y)},
+                            std::pair{" accumulate 2x2", gemv_halves_us<2, 2, 2, E::kAccumulate, false>(ws, x, y)}}) {
+      rows.push_back({name + label, t, (bytes + 4.0 * (r + c)) / (t * 1e-6) / 1e9, 0});
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kuiper
 
@@ -381,6 +407,11 @@ int main(int argc, char** argv) {
   const double copy_gbs = copy.value();
   std::vector<Row> rows;
   rows.push_back({"d2d copy 1 GiB (read+write)", 0, copy_gbs, 100});
+  if (argc > 1 && std::string(argv[1]) == "epilogues") {
+    add_int4_epilogue_rows(rows);
+    print_rows(rows, copy_gbs);
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "batched") {
     add_batched_rows(rows);
     print_rows(rows, copy_gbs);
