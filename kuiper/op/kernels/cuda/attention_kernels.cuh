@@ -286,9 +286,8 @@ struct MaxOf {
 // Where out asks for it (one query row, head_dim a multiple of 32), the output also goes
 // quantized in halves of 16 (int8_halves.cuh), for the int8 or int4 GEMV after attention.
 // One sequence's decode launches it overlapped (launch.cuh): it waits for the decode kernel, and
-// lets the GEMV after it start only once it is done, since that GEMV's first weight bursts,
-// queued while the combine ran, held up the combine's own reads more than they gained
-// (docs/performance.md).
+// lets the GEMV after it start only once it is done; letting the GEMV stream its first weights
+// while the combine ran measured slower (docs/performance.md).
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* partial_out, const float* partial_max_sum,
                              const int32_t* positions, int64_t context, int n_heads,

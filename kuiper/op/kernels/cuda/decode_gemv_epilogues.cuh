@@ -193,8 +193,8 @@ __device__ __forceinline__ void write_token_rows(const DecodeGemvArgs& a, int fi
 // right after the wait, while its first weight bursts are still on their way: thread t adds runs
 // t, t + blockDim.x, ... into partial[t], which every warp adds up, in the same order, at its
 // end (after a barrier). Every warp reading all the runs at its end held each warp's registers
-// for another round trip: 4% of the copy bandwidth on LLaMA-2-7B's w1|w3 (docs/performance.md);
-// reading them into registers before the stream spilled.
+// for another round trip: 4-5% of the copy bandwidth on LLaMA-2-7B's w1|w3 (docs/performance.md);
+// each warp reading them into registers before the stream spilled.
 struct InputNormSums {
   float partial[kDecodeWarps * 32];
 
