@@ -285,6 +285,23 @@ op::Weight random_int4_weight(int64_t rows, int64_t cols, int group, uint32_t se
   return {std::move(values).value(), std::move(scales), group, std::move(mins)};
 }
 
+// The bytes a decode reads of one weight: its values, and its scales and minimums where it has them.
+size_t stored_bytes(const op::Weight& w) {
+  size_t bytes = w.values.nbytes();
+  for (const Tensor* t : {&w.scales, &w.mins}) bytes += t->is_empty() ? 0 : t->nbytes();
+  return bytes;
+}
+
+// make(0), make(1), ...: copies of one weight that together defeat the L2 cache (copies_for).
+template <typename Make>
+std::vector<op::Weight> rotated_copies(Make&& make) {
+  std::vector<op::Weight> ws;
+  ws.push_back(make(0));
+  const int copies = copies_for(stored_bytes(ws[0]));
+  for (int k = 1; k < copies; ++k) ws.push_back(make(k));
+  return ws;
+}
+
 // µs of one call of the kernel table's matmul for `dtype`, the weights rotated among `ws` (copies
 // that together exceed the L2 cache), the median of batches of `batch` calls.
 double table_matmul_us(DataType dtype, const std::vector<op::Weight>& ws, const Tensor& x, Tensor& y, int batch) {
@@ -319,16 +336,12 @@ void add_batched_rows(std::vector<Row>& rows) {
                                  Scheme{"bf16", DataType::kBF16, false}}) {
       const DataType dtype = scheme.dtype;
       const int group = dtype == DataType::kINT8 ? 64 : 32;
-      const size_t groups = static_cast<size_t>(r * c / group);
-      const size_t bytes = dtype == DataType::kBF16   ? 2 * static_cast<size_t>(r * c)
-                           : dtype == DataType::kINT8 ? static_cast<size_t>(r * c) + 2 * groups
-                                                      : static_cast<size_t>(r * c / 2) + (scheme.with_min ? 4 : 2) * groups;
-      std::vector<op::Weight> ws;
-      for (int k = 0; k < copies_for(bytes); ++k) {
-        ws.push_back(dtype == DataType::kINT8   ? random_int8_weight(r, c, group, 700 + 2 * k)
-                     : dtype == DataType::kINT4 ? random_int4_weight(r, c, group, 800 + 3 * k, scheme.with_min)
-                                                : op::Weight{random_gpu(DataType::kBF16, {r, c}, 900 + k), {}, 0});
-      }
+      const std::vector<op::Weight> ws = rotated_copies([&](int k) {
+        return dtype == DataType::kINT8   ? random_int8_weight(r, c, group, 700 + 2 * k)
+               : dtype == DataType::kINT4 ? random_int4_weight(r, c, group, 800 + 3 * k, scheme.with_min)
+                                          : op::Weight{random_gpu(DataType::kBF16, {r, c}, 900 + k), {}, 0};
+      });
+      const size_t bytes = stored_bytes(ws[0]);
       for (const int64_t tokens : {8, 16, 32, 64}) {
         const Tensor x = random_gpu(DataType::kFP32, {tokens, c}, 22);
         Tensor y = random_gpu(DataType::kFP32, {tokens, r}, 23);
@@ -365,9 +378,9 @@ void profile_attention() {
 // model takes run with and without its norm, pairing and residual.
 void add_int4_epilogue_rows(std::vector<Row>& rows) {
   for (auto [r, c] : {std::pair<int64_t, int64_t>{22016, 4096}, {11008, 4096}, {4096, 4096}, {4096, 11008}}) {
-    const size_t bytes = static_cast<size_t>(r * c / 2) + 2 * static_cast<size_t>(r * c / 32);
-    std::vector<op::Weight> ws;
-    for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int4_weight(r, c, 32, 600 + 3 * k, false));
+    const std::vector<op::Weight> ws =
+        rotated_copies([&](int k) { return random_int4_weight(r, c, 32, 600 + 3 * k, false); });
+    const size_t bytes = stored_bytes(ws[0]);
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 20);
     Tensor y = random_gpu(DataType::kFP32, {1, r}, 21);
     const std::string name = "sym int4 " + std::to_string(r) + "x" + std::to_string(c);
@@ -407,15 +420,14 @@ int main(int argc, char** argv) {
   const double copy_gbs = copy.value();
   std::vector<Row> rows;
   rows.push_back({"d2d copy 1 GiB (read+write)", 0, copy_gbs, 100});
-  if (argc > 1 && std::string(argv[1]) == "epilogues") {
-    add_int4_epilogue_rows(rows);
-    print_rows(rows, copy_gbs);
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "batched") {
-    add_batched_rows(rows);
-    print_rows(rows, copy_gbs);
-    return 0;
+  // Modes that print one group of rows alone.
+  for (const auto& [mode, add_rows] :
+       {std::pair{"batched", &add_batched_rows}, std::pair{"epilogues", &add_int4_epilogue_rows}}) {
+    if (argc > 1 && std::string(argv[1]) == mode) {
+      add_rows(rows);
+      print_rows(rows, copy_gbs);
+      return 0;
+    }
   }
 
   // Decode GEMV through the table.
@@ -426,11 +438,9 @@ int main(int argc, char** argv) {
                            {4096, 4096, DataType::kFP16},
                            {4096, 4096, DataType::kFP32}};
   for (const Shape2& s : shapes) {
-    const size_t bytes = static_cast<size_t>(s.rows * s.cols) * dtype_size(s.dtype);
-    std::vector<op::Weight> ws;
-    for (int c = 0; c < copies_for(bytes); ++c) {
-      ws.push_back({random_gpu(s.dtype, {s.rows, s.cols}, 100 + c), {}, 0});
-    }
+    const std::vector<op::Weight> ws =
+        rotated_copies([&](int k) { return op::Weight{random_gpu(s.dtype, {s.rows, s.cols}, 100 + k), {}, 0}; });
+    const size_t bytes = stored_bytes(ws[0]);
     const Tensor x = random_gpu(DataType::kFP32, {1, s.cols}, 7);
     Tensor y = random_gpu(DataType::kFP32, {1, s.rows}, 8);
     const auto matmul = table.matmul[static_cast<int>(s.dtype)];
@@ -483,9 +493,9 @@ int main(int argc, char** argv) {
   // int8 (group 64), and other shapes of the kernel.
   for (auto [r, c] : quantized_shapes) {
     const int group = 64;
-    const size_t bytes = static_cast<size_t>(r * c) + 2 * static_cast<size_t>(r * c / group);
-    std::vector<op::Weight> ws;
-    for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int8_weight(r, c, group, 400 + 2 * k));
+    const std::vector<op::Weight> ws =
+        rotated_copies([&](int k) { return random_int8_weight(r, c, group, 400 + 2 * k); });
+    const size_t bytes = stored_bytes(ws[0]);
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 18);
     Tensor y = random_gpu(DataType::kFP32, {1, r}, 19);
     const double us = table_matmul_us(DataType::kINT8, ws, x, y, 60);
@@ -520,9 +530,9 @@ int main(int argc, char** argv) {
   // int4 (groups of 32 with a minimum), and other layouts of its reader.
   for (auto [r, c] : quantized_shapes) {
     const int group = 32;
-    const size_t bytes = static_cast<size_t>(r * c / 2) + 4 * static_cast<size_t>(r * c / group);
-    std::vector<op::Weight> ws;
-    for (int k = 0; k < copies_for(bytes); ++k) ws.push_back(random_int4_weight(r, c, group, 600 + 3 * k));
+    const std::vector<op::Weight> ws =
+        rotated_copies([&](int k) { return random_int4_weight(r, c, group, 600 + 3 * k); });
+    const size_t bytes = stored_bytes(ws[0]);
     const Tensor x = random_gpu(DataType::kFP32, {1, c}, 20);
     Tensor y = random_gpu(DataType::kFP32, {1, r}, 21);
     const double us = table_matmul_us(DataType::kINT4, ws, x, y, 60);
