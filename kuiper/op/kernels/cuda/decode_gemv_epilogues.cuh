@@ -3,11 +3,11 @@
 // dot products of the rows a warp (warp kernel) or block (one-pass kernel) took, already scaled
 // by 1/rms when there is a norm; row[kRows], their indices (clamped into the matrix); and
 // valid[kRows], which of them lie inside it. The rows are ordered as warp_rows
-// (decode_gemv_rows.cuh) gives them: for kSwiglu the first half are gates and the second half
-// the matching ups, for the others consecutive rows, so that each rope pair (2j, 2j + 1) is
-// held together.
+// (decode_gemv_rows.cuh) gives them: consecutive rows, so that each rope pair (2j, 2j + 1) is
+// held together; for kSwiglu a warp kernel's warp holds gate rows or up rows, and the one-pass
+// kernel's block gates in its first half and the matching ups in the second.
 //  - kStore: out[row] = y (several tokens: out[token, row], write_token_rows). kSwiglu:
-//    out[gate row] = silu(gate) * up.
+//    out[i] = silu(gate_i) * up_i.
 //  - kRopeKv: rotate each pair and store it to q or the cache (rope_kv.cuh).
 //  - kAccumulate: out[row] += y, and with a next norm out · g and the sums of squares of out
 //    over runs of kDecodeSumsqRun rows. It synchronises the block, which is why every warp of
@@ -16,8 +16,10 @@
 //    halves of 16 (quantize_outputs), for the next GEMV: the block gathers its consecutive
 //    outputs in shared memory, and its first warp quantizes them.
 // What the fusions cost is kept off the weight stream: the norm's sums of squares come with x
-// from the GEMV that wrote it (rather than each block reducing x), and pairs of rows live in
-// one warp (rather than meeting across warps in shared memory).
+// from the GEMV that wrote it (rather than each block reducing x), and a swiglu warp reads
+// consecutive rows as a store's does (its gates and ups meet in shared memory at the end):
+// half its rows from each half of w1|w3 cost LLaMA-2-7B int4 2% of its decode speed
+// (LLaMA-3-8B's none; docs/performance.md, nineteenth stop).
 #pragma once
 
 #include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"
@@ -82,32 +84,36 @@ __device__ __forceinline__ void accumulate_epilogue(const DecodeGemvArgs& a, int
 // silu(gate) · up, for one pair of swiglu rows.
 __device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.f + expf(-gate)) * up; }
 
-// kSwiglu: out[gate row] = silu(gate) · up for each pair, and with a.out_int8 the block's
-// outputs (consecutive: kRowWarps · kRows / 2 of them) quantized as well.
+// kSwiglu: the block's first kRowWarps / 2 warps read gate rows and the others the matching up
+// rows (warp_rows), kRows consecutive rows a warp; their sums meet in shared memory, and the
+// block writes out[i] = silu(gate_i) · up_i for its kRowWarps / 2 · kRows consecutive outputs,
+// with a.out_int8 quantized as well (from gate_up[0], where each thread leaves its output).
 template <int kRows, int kRowWarps>
 __device__ __forceinline__ void swiglu_epilogue(const DecodeGemvArgs& a, int warp, int lane, bool owner,
-                                                const int (&row)[kRows], const bool (&valid)[kRows],
                                                 const float (&y)[kRows]) {
-  static_assert(kRows % 2 == 0, "swiglu pairs rows");
-  constexpr int kPairs = kRows / 2, kBlockOutputs = kRowWarps * kPairs;
-  if constexpr (kBlockOutputs % 16 == 0) {
-    __shared__ float handed[kBlockOutputs];
-    if (lane == 0 && owner) {
+  static_assert(kRowWarps % 2 == 0, "swiglu pairs the block's gate warps with its up warps");
+  constexpr int kHalfWarps = kRowWarps / 2, kBlockOutputs = kHalfWarps * kRows;
+  __shared__ float gate_up[2][kBlockOutputs];
+  if (lane < kRows && owner) {
+    float my_y = y[0];
 #pragma unroll
-      for (int j = 0; j < kPairs; ++j) {
-        const float h = silu_times(y[j], y[kPairs + j]);
-        if (valid[j]) a.out[row[j]] = h;
-        handed[warp * kPairs + j] = valid[j] ? h : 0.f;
-      }
+    for (int r = 1; r < kRows; ++r) {
+      if (lane == r) my_y = y[r];
     }
+    gate_up[warp / kHalfWarps][warp % kHalfWarps * kRows + lane] = my_y;
+  }
+  __syncthreads();
+  const int t = static_cast<int>(threadIdx.x), hidden = a.rows / 2;
+  const int out = static_cast<int>(blockIdx.x) * kBlockOutputs + t;
+  if (t < kBlockOutputs) {
+    const float h = silu_times(gate_up[0][t], gate_up[1][t]);
+    if (out < hidden) a.out[out] = h;
+    gate_up[0][t] = out < hidden ? h : 0.f;
+  }
+  if constexpr (kBlockOutputs % 16 == 0) {
     if (a.out_int8 == nullptr) return;  // uniform across the block
     __syncthreads();
-    if (threadIdx.x < 32) quantize_outputs<kBlockOutputs>(a, handed, blockIdx.x * kBlockOutputs, a.rows / 2);
-  } else if (lane == 0 && owner) {
-#pragma unroll
-    for (int j = 0; j < kPairs; ++j) {
-      if (valid[j]) a.out[row[j]] = silu_times(y[j], y[kPairs + j]);
-    }
+    if (t < 32) quantize_outputs<kBlockOutputs>(a, gate_up[0], static_cast<int>(blockIdx.x) * kBlockOutputs, hidden);
   }
 }
 
@@ -226,7 +232,7 @@ __device__ __forceinline__ void finish_rows(const DecodeGemvArgs& a, int warp, i
   if constexpr (kEpi == GemvEpilogue::kAccumulate) {
     accumulate_epilogue<kRows, kRowWarps>(a, warp, lane, owner, row, valid, y);
   } else if constexpr (kEpi == GemvEpilogue::kSwiglu) {
-    swiglu_epilogue<kRows, kRowWarps>(a, warp, lane, owner, row, valid, y);
+    swiglu_epilogue<kRows, kRowWarps>(a, warp, lane, owner, y);
   } else if (lane == 0 && owner) {
     if constexpr (kEpi == GemvEpilogue::kRopeKv) {
       write_rope_pairs(a, row, valid, y, load_rope_pairs(a, row));

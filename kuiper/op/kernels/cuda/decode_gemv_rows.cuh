@@ -234,10 +234,12 @@ struct SplitColumns : Rows {
   using Rows::Rows;
 };
 
-// The rows of warp `warp` of the block that takes row block `block`. kSwiglu pairs gate row i
-// with up row rows/2 + i in one warp (its first half of rows are gates, the second half the
-// matching ups); the others take consecutive rows, so that kRopeKv finds each rotated pair in
-// one warp. A row past the end is clamped (re-read) and marked invalid.
+// The rows of warp `warp` of the block that takes row block `block`: consecutive rows, so that
+// kRopeKv finds each rotated pair in one warp. kSwiglu's gate row i meets up row rows/2 + i in
+// the same block: the warp kernel's first half of warps read gate rows and the second half the
+// matching up rows; the one-pass kernel's block (one warp's worth of rows) holds gates in its
+// first half of rows and ups in the second. A row past the end is clamped (re-read) and marked
+// invalid.
 template <GemvEpilogue kEpi, int kRows, int kRowWarps>
 __device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int block, int warp, int (&rows)[kRows],
                                           bool (&valid)[kRows]) {
@@ -245,11 +247,17 @@ __device__ __forceinline__ void warp_rows(const DecodeGemvArgs& a, int block, in
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     int row;
-    if constexpr (kEpi == GemvEpilogue::kSwiglu) {
+    if constexpr (kEpi == GemvEpilogue::kSwiglu && kRowWarps == 1) {  // the one-pass kernel: a pair in a block
       const int hidden = a.rows / 2;
       const int out = global_warp * (kRows / 2) + r % (kRows / 2);
       valid[r] = out < hidden;
       row = r < kRows / 2 ? out : hidden + out;
+    } else if constexpr (kEpi == GemvEpilogue::kSwiglu) {  // gate warps, then up warps
+      constexpr int kHalfWarps = kRowWarps / 2;
+      const int hidden = a.rows / 2;
+      const int out = (block * kHalfWarps + warp % kHalfWarps) * kRows + r;
+      valid[r] = out < hidden;
+      row = warp < kHalfWarps ? out : hidden + out;
     } else {
       row = global_warp * kRows + r;
       valid[r] = row < a.rows;
