@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kuiper/base/cuda_utils.h"
 #include "kuiper/op/kernels/cuda/cuda_backend.cuh"
@@ -64,22 +65,31 @@ struct StepShape {
   static constexpr int kXStride = kCols + kCols / 8;  // bf16
 };
 
+// The aligned fp16 pairs that hold the rows' minimums in a stage (int4 with a minimum only:
+// the others' stages leave them out, which lets symmetric int4 over 33-48 tokens keep three
+// stages in flight rather than two).
+struct StageMins {
+  uint32_t mins[kLaneRows][kThreads];
+};
+struct NoStageMins {};
+
 // One step of the pipeline: the lanes' weight bytes and the aligned fp16 pairs that hold their
 // rows' scales (and minimums), each read back only by the lane that copied it, and the tokens'
 // x for the step's columns, read by every warp.
-template <bool kInt4, int kTokenTiles>
-struct Stage {
+template <WeightCode kCode, int kTokenTiles>
+struct Stage : std::conditional_t<kCode == WeightCode::kInt4WithMin, StageMins, NoStageMins> {
   uint4 w[kLaneRows][kThreads];
   uint32_t scales[kLaneRows][kThreads];
-  uint32_t mins[kInt4 ? kLaneRows : 1][kThreads];
-  __nv_bfloat16 x[8 * kTokenTiles][StepShape<kInt4>::kXStride];
+  __nv_bfloat16 x[8 * kTokenTiles][StepShape<kCode != WeightCode::kInt8>::kXStride];
 };
 
-template <bool kInt4, int kTokenTiles>
-constexpr int kStages = std::clamp<int>(kSharedBudget / sizeof(Stage<kInt4, kTokenTiles>), 2, 4);
+template <WeightCode kCode, int kTokenTiles>
+constexpr int kStages = std::clamp<int>(kSharedBudget / sizeof(Stage<kCode, kTokenTiles>), 2, 4);
 
-template <bool kInt4, int kTokenTiles>
-constexpr size_t kSharedBytes = kStages<kInt4, kTokenTiles> * sizeof(Stage<kInt4, kTokenTiles>);
+template <WeightCode kCode, int kTokenTiles>
+constexpr size_t kSharedBytes = kStages<kCode, kTokenTiles> * sizeof(Stage<kCode, kTokenTiles>);
+static_assert(sizeof(Stage<WeightCode::kInt4WithMin, 6>) == sizeof(Stage<WeightCode::kInt4Symmetric, 6>) + sizeof(StageMins) &&
+              kStages<WeightCode::kInt4Symmetric, 6> == 3);
 
 struct QuantizedMmaArgs {
   const uint8_t* w;       // int8 [rows, cols], or int4 [rows, cols / 2]
@@ -112,8 +122,8 @@ template <WeightCode kCode, int kTokenTiles>
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) quantized_mma_kernel(const QuantizedMmaArgs a) {
   constexpr bool kInt4 = kCode != WeightCode::kInt8, kWithMin = kCode == WeightCode::kInt4WithMin;
   using Shape = StepShape<kInt4>;
-  using StageT = Stage<kInt4, kTokenTiles>;
-  constexpr int stages = kStages<kInt4, kTokenTiles>;
+  using StageT = Stage<kCode, kTokenTiles>;
+  constexpr int stages = kStages<kCode, kTokenTiles>;
   extern __shared__ uint4 shared_words[];
   StageT* stage = reinterpret_cast<StageT*>(shared_words);
 
@@ -185,7 +195,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) quantized_
       if constexpr (kCode == WeightCode::kInt4Symmetric) split[i] = split_scale(scaled[i][0]);
 #pragma unroll
       for (int k = 1; k < 4; ++k) scaled[i][k] = scaled[i][k - 1] * (1.f / 16.f);
-      min[i] = kWithMin ? half_of(st.mins[i][tid], group) : 0.f;
+      if constexpr (kWithMin) {
+        min[i] = half_of(st.mins[i][tid], group);
+      } else {
+        min[i] = 0.f;
+      }
     }
 #pragma unroll
     for (int p = 0; p < Shape::kLaneWords; ++p) {
@@ -279,7 +293,7 @@ StatusOr<const __nv_bfloat16*> interleaved_input(const Tensor& in, const Executi
 template <WeightCode kCode, int kTokenTiles>
 Status launch(const QuantizedMmaArgs& a, dim3 grid, const ExecutionContext& ctx) {
   const auto kernel = quantized_mma_kernel<kCode, kTokenTiles>;
-  constexpr size_t bytes = kSharedBytes<kCode != WeightCode::kInt8, kTokenTiles>;
+  constexpr size_t bytes = kSharedBytes<kCode, kTokenTiles>;
   // The stages exceed the 48 KiB a kernel gets without asking.
   KUIPER_RETURN_IF_ERROR(configure_kernel_once(ctx, reinterpret_cast<const void*>(kernel), [&] {
     KUIPER_CUDA_RETURN_IF_ERROR(
