@@ -131,7 +131,9 @@ InputNorm input_norm(const DecodeGemvArgs& a) {
                                        : InputNorm::kNone;
 }
 
-// Swiglu and rope combine pairs of rows, so they need two or more rows per warp or block.
+// Rope rotates pairs of rows in a warp, and the one-pass kernel's swiglu pairs rows in a block,
+// so they need two or more rows per warp or block. The warp kernel's swiglu meets its pairs
+// across warps (swiglu_epilogue), so it could take the Unpaired readers too (not measured).
 constexpr bool pairs_rows(GemvEpilogue e) { return e == GemvEpilogue::kSwiglu || e == GemvEpilogue::kRopeKv; }
 
 // The warp kernel reading rows as Unpaired does for stores and the accumulate, as Paired does

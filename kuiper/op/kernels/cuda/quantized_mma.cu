@@ -88,8 +88,9 @@ constexpr int kStages = std::clamp<int>(kSharedBudget / sizeof(Stage<kCode, kTok
 
 template <WeightCode kCode, int kTokenTiles>
 constexpr size_t kSharedBytes = kStages<kCode, kTokenTiles> * sizeof(Stage<kCode, kTokenTiles>);
-static_assert(sizeof(Stage<WeightCode::kInt4WithMin, 6>) == sizeof(Stage<WeightCode::kInt4Symmetric, 6>) + sizeof(StageMins) &&
-              kStages<WeightCode::kInt4Symmetric, 6> == 3);
+static_assert(sizeof(Stage<WeightCode::kInt4WithMin, 6>) ==
+                  sizeof(Stage<WeightCode::kInt4Symmetric, 6>) + sizeof(StageMins) &&
+              kStages<WeightCode::kInt4Symmetric, 6> == 3, "a symmetric int4 stage holds no minimums");
 
 struct QuantizedMmaArgs {
   const uint8_t* w;       // int8 [rows, cols], or int4 [rows, cols / 2]
