@@ -19,12 +19,13 @@
 #   gpu_check.sh tp70    LLaMA-2-70B shape: bf16 over 4 GPUs, int8 over 2
 # MEMCHECK (cuda: the programs memcheck runs), QUANT_SHAPES and QUANT_INT4 (quant: the shapes, the
 # int4 schemes) trim a stage.
-# Run from the project root on the device machine, carrying .device-deps (and .whl for serve).
+# Run from the project root on the device machine, carrying .device-deps (and .whl for tests and serve).
 # Logs go to $OUT (or ./gpu-check); short results are printed. Later stages reuse build-gpu when
 # the machine is warm. The packages the GPU image lacks, bundled here beforehand:
 #   ../shared/device/bundle-deps.sh .device-deps libicu-dev libicu72 libcpp-httplib-dev \
 #       libcpp-httplib0.11 libbrotli-dev libssl-dev zlib1g-dev
-# and the openai SDK with its dependencies as cp312 wheels in .whl (device README).
+# and, as cp312 wheels in .whl (device README), the Python packages the GPU image lacks: the openai
+# SDK with its dependencies (serve, and the server's test) and gguf (the GGUF reference tests).
 set -uo pipefail
 out=${OUT:-gpu-check}
 mkdir -p "$out"
@@ -48,7 +49,14 @@ build() {  # [targets...]: everything by default
   exit 1
 }
 
+carried_wheels() {  # the carried Python packages, for this shell and the programs it starts
+  [[ -d .whl ]] || { echo "no .whl carried: tests that need openai or gguf fail"; return 1; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl && export PYTHONPATH=/tmp/site
+}
+
 tests() {
+  carried_wheels
   ctest --test-dir build-gpu -j8 --output-on-failure > "$out/ctest.txt" 2>&1
   grep -E "tests passed|FAILED|Failed|\(Failed\)" "$out/ctest.txt" | head -20
   cuda
@@ -116,8 +124,7 @@ trace() {
 
 serve() {
   local model=/tmp/llama2-7b-random.bin port=8093 log="$out/server.txt"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl && export PYTHONPATH=/tmp/site || return 1
+  carried_wheels || return 1
   [[ -x build-gpu/demo/kuiper_server ]] || { echo "kuiper_server was not built (see cmake.txt)"; return 1; }
   python3 scripts/make_random_llama2c.py --shape 4096,11008,32,32,32,32000 --seq-len 2048 "$model"
   build-gpu/demo/kuiper_server -m "$model" -t models/tokenizers/llama2/tokenizer.model --device cuda \
