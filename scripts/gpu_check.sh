@@ -50,7 +50,7 @@ build() {  # [targets...]: everything by default
 }
 
 carried_wheels() {  # the carried Python packages, for this shell and the programs it starts
-  [[ -d .whl ]] || { echo "no .whl carried: tests that need openai or gguf fail"; return 1; }
+  [[ -d .whl ]] || { echo "no .whl carried: openai and gguf are missing (the server, its test and the GGUF reference tests need them)"; return 1; }
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl && export PYTHONPATH=/tmp/site
 }
