@@ -732,6 +732,24 @@ TEST_F(CudaAttention, PrefillGivesZerosForPositionsOutsideTheCache) {
   for (int64_t i = q_dim; i < 3 * q_dim; ++i) ASSERT_EQ(back.data<float>()[i], 0.f) << i;
 }
 
+TEST_F(CudaAttention, DecodeGivesZerosForAPositionOutsideTheCache) {
+  // As prefill above, for one row over a cache of several ranges (every range is empty, none
+  // merges); then a valid row in the same context, whose ranges merge correctly only if the
+  // empty step left the merge's counters as it found them.
+  const int64_t capacity = 300, kv_dim = 128, q_dim = 2 * 128;
+  const op::AttentionShape shape{2, 1, 128};
+  const Tensor cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
+  const Tensor gpu_q = upload(test::random_tensor({1, q_dim}, rng_)), gpu_cache = upload(cache);
+  for (int32_t position : {300, -1}) {
+    const Tensor gpu_pos = upload(int_tensor({position}));
+    const Tensor back = attend_into_every_output({1, q_dim}, [&](Tensor& o) {
+      return gpu_.attention[at(DataType::kBF16)](gpu_q, gpu_cache, gpu_cache, gpu_pos, shape, o, ctx());
+    });
+    for (int64_t i = 0; i < q_dim; ++i) ASSERT_EQ(back.data<float>()[i], 0.f) << "position " << position << ", " << i;
+  }
+  check(DataType::kBF16, {1, 2, 128}, capacity, {299}, 2e-5);
+}
+
 TEST_F(CudaKernels, SwigluAndAddMatchCpuAlsoInPlace) {
   // n is not a multiple of 4: the kernels' 4-wide loop leaves a tail. Offset 1 makes every
   // operand a view that is not 16-byte aligned, which takes the 1-wide loop.

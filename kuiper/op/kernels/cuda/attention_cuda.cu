@@ -3,7 +3,8 @@
 // on the tensor cores (attention_prefill.cu) and decode streams the cache through registers
 // (attention_decode_kernel.cuh); everything else runs the tiled CUDA-core kernel
 // (attention_kernels.cuh). Decode splits the cache into ranges whose partial results the
-// combine kernel merges (flash-decoding). For a quantized wo, whichever kernel writes the normalised
+// combine kernel merges (flash-decoding), or, streamed, the last range of each head to finish
+// (attention_decode_kernel.cuh). For a quantized wo, whichever kernel writes the normalised
 // output also writes it quantized (attention_quantized_output, AttentionOutput).
 #include <algorithm>
 #include <cmath>
@@ -102,6 +103,9 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   bool streamed = false;
   if constexpr (!std::is_same_v<T, float>) {
     streamed = tokens == 1 && streaming_decode_fits(p);
+    if (streamed && p.splits > 1 && shape.n_heads <= kHeadArrivalCounters) {
+      p.arrivals = cuda_backend(ctx).head_arrivals;
+    }
     if (streamed) launch_streaming_decode(p, dim3(shape.n_heads, p.splits), stream);
   }
   if (!streamed) {
@@ -109,7 +113,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     attention_kernel<T><<<grid, kAttentionThreads, tiles_bytes, stream>>>(p);
   }
   KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("attention");
-  if (p.splits > 1) {
+  if (p.splits > 1 && p.arrivals == nullptr) {
     const dim3 combine_grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(tokens));
     KUIPER_CUDA_RETURN_IF_ERROR(launch_overlapped(attention_combine_kernel, combine_grid, dim3(kCombineThreads), 0,
                                                   stream, p.partial_out, p.partial_max_sum, p.positions, context,

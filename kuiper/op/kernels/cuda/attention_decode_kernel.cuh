@@ -15,8 +15,9 @@
 // µs with this one; 8 KV heads of 4 query heads each (LLaMA-3-8B) 21 µs either way, and at
 // 1024 rows 16 -> 10 µs. Decode tokens/s, context 128 / 4096: LLaMA-2-7B 240 / 198 -> 244 /
 // 214, LLaMA-3-8B 210 / 201 -> 219 / 201. Results use the tiled kernel's format: the normalised
-// output for one split, otherwise unnormalised partial sums with their max and sum for
-// attention_combine_kernel.
+// output for one split, otherwise unnormalised partial sums with their max and sum, which
+// attention_combine_kernel merges, or, for one sequence, the last range of each head to finish
+// (merge_ranges_if_last).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -208,8 +209,10 @@ __device__ __forceinline__ void decode_attention_block(const float* q_head, floa
   };
   DecodeChunk<T, kDims, kChunk> even, odd;
   load(even, begin + warp * kChunk);
-  // A combine launched overlapped (launch.cuh) may now take its place and wait: its launch is
-  // off the path, and this block's loads are already queued ahead of anything it brings.
+  // The kernel after this one, launched overlapped (launch.cuh; wo's GEMV where the ranges merge
+  // themselves, else the combine), may now take its place and wait: its launch is off the path,
+  // and this block's loads are already queued ahead of anything it brings. Letting wo's GEMV
+  // start only as the blocks end measured slower (docs/performance.md).
   let_next_kernel_start();
   for (int64_t first = begin + warp * kChunk; first < end; first += 2 * kStride) {
     load(odd, first + kStride);
@@ -231,21 +234,90 @@ __device__ __forceinline__ void decode_attention_block(const float* q_head, floa
   store_merged_warps<kDecodeAttentionWarps>(&acc_s[0][0], kHd, m_s, l_s, kHd, o);
 }
 
+// Called by every block of a head whose range held a position, after it wrote its partial
+// result: the block that arrives last on the head's counter (of `used` blocks) merges the
+// partial results as attention_combine_kernel does and writes the output, then sets the counter
+// back to zero for the next step (or the next replay of a graph). This spares a step one launch
+// and one wait per layer.
+template <int kHd>
+__device__ __forceinline__ void merge_ranges_if_last(int* arrival, int used, const DecodeOutput& o) {
+  __shared__ bool last_s;
+  __shared__ float weight_s[kDecodeMaxSplits];
+  __shared__ float warp_s[kDecodeAttentionWarps];
+  __threadfence();  // this block's partial result is visible to the block that merges
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last_s = atomicAdd(arrival, 1) == used - 1;
+    if (last_s) {
+      *arrival = 0;      // every other block of the head has counted itself in
+      __threadfence();   // and the block reads their results after their counts
+    }
+  }
+  __syncthreads();
+  if (!last_s) return;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const auto block_reduce = [&](float v, auto op) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    if (lane == 0) warp_s[warp] = v;
+    __syncthreads();
+    float all = warp_s[0];
+#pragma unroll
+    for (int w = 1; w < kDecodeAttentionWarps; ++w) all = op(all, warp_s[w]);
+    __syncthreads();  // warp_s is reused
+    return all;
+  };
+  // The other blocks' results are read through L2 (__ldcg), past this multiprocessor's L1, which
+  // other multiprocessors' writes do not update.
+  const float2* max_sum = reinterpret_cast<const float2*>(o.partial_max_sum) + o.head_row * o.splits;
+  float local_max = -INFINITY, local_sum = 0.f;
+  float2 mine[kDecodeMaxSplits / (kDecodeAttentionWarps * 32)];
+#pragma unroll
+  for (int i = 0; i < kDecodeMaxSplits / (kDecodeAttentionWarps * 32); ++i) {
+    const int s = threadIdx.x + i * kDecodeAttentionWarps * 32;
+    mine[i] = s < used ? __ldcg(max_sum + s) : make_float2(-INFINITY, 0.f);
+    local_max = fmaxf(local_max, mine[i].x);
+  }
+  const float global_max = block_reduce(local_max, [](float a, float b) { return fmaxf(a, b); });
+#pragma unroll
+  for (int i = 0; i < kDecodeMaxSplits / (kDecodeAttentionWarps * 32); ++i) {
+    const int s = threadIdx.x + i * kDecodeAttentionWarps * 32;
+    if (s < used) {
+      const float w = expf(mine[i].x - global_max);
+      weight_s[s] = w;
+      local_sum += mine[i].y * w;
+    }
+  }
+  const float denominator = block_reduce(local_sum, [](float a, float b) { return a + b; });
+  for (int e = threadIdx.x; e < kHd; e += blockDim.x) {  // whole warps, as a quantized output needs
+    const float* partial = o.partial_out + o.head_row * o.splits * kHd + e;
+    float numerator = 0.f;
+#pragma unroll 8
+    for (int s = 0; s < used; ++s) numerator += __ldcg(partial + static_cast<int64_t>(s) * kHd) * weight_s[s];
+    o.out.store(o.head_row * kHd + e, numerator / denominator);
+  }
+}
+
 namespace {  // internal linkage, as attention_kernels.cuh's kernels
 
 // One block per (query head, split). Query heads that share a KV head read the same rows; the
-// second and later reads of a row come from L2.
+// second and later reads of a row come from L2. With p.arrivals the ranges merge themselves
+// (merge_ranges_if_last), and a row of one range writes its output whole.
 template <typename T, int kDims>
 __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
     attention_decode_kernel(const AttentionParams<T> p) {
   constexpr int kHd = 32 * kDims;
   const int head = blockIdx.x, split = blockIdx.y;
   const int64_t kv_offset = static_cast<int64_t>(head / p.group) * kHd;
+  const int64_t length = attended_length(p.positions, 0, p.context);
   const int64_t begin = static_cast<int64_t>(split) * p.span;
-  const int64_t end = min(begin + p.span, attended_length(p.positions, 0, p.context));
+  const int64_t end = min(begin + p.span, length);
+  const int used = static_cast<int>((length + p.span - 1) / p.span);
+  const bool whole = p.splits == 1 || (p.arrivals != nullptr && used <= 1 && split == 0);
+  const DecodeOutput o{p.out, p.partial_out, p.partial_max_sum, head, split, whole ? 1 : p.splits};
   decode_attention_block<T, kDims>(p.q + head * kHd, p.scale, p.k_cache + kv_offset, p.v_cache + kv_offset,
-                                   p.kv_dim, begin, end, ContiguousRows{},
-                                   {p.out, p.partial_out, p.partial_max_sum, head, split, p.splits});
+                                   p.kv_dim, begin, end, ContiguousRows{}, o);
+  if (p.arrivals != nullptr && !whole && begin < end) merge_ranges_if_last<kHd>(p.arrivals + head, used, o);
 }
 
 }  // namespace

@@ -49,6 +49,10 @@ struct AttentionParams {
   int64_t context, kv_dim;
   int span;       // cache rows per split, a multiple of tile_rows
   int splits;     // blocks along the cache; 1 = write normalised output
+  // Decode over splits > 1 without a combine launch (attention_decode_kernel): one counter a
+  // head, zero between launches; the last range of a head to finish merges them. Null: the
+  // combine kernel merges.
+  int* arrivals;
   int tile_rows;  // rows per tile: kTileBytes / (head_dim * sizeof(T)), at most kMaxTileRows
   bool wide_copies;  // head rows are 16-byte aligned: copy 16 bytes at a time, else 4
   float scale;
@@ -285,7 +289,8 @@ struct MaxOf {
 // (several loads in flight), and the subsets are added up through shared memory.
 // Where out asks for it (one query row, head_dim a multiple of 32), the output also goes
 // quantized in halves of 16 (int8_halves.cuh), for the int8 or int4 GEMV after attention.
-// One sequence's decode launches it overlapped (launch.cuh): it waits for the decode kernel, and
+// One sequence's decode over the tiled kernel launches it overlapped (launch.cuh; the streaming
+// kernel merges its ranges itself): it waits for the decode kernel, and
 // lets the GEMV after it start only once it is done; letting the GEMV stream its first weights
 // while the combine ran measured slower (docs/performance.md).
 __global__ void __launch_bounds__(kCombineThreads)

@@ -18,6 +18,7 @@ Status cublas_status(cublasStatus_t status, const char* what) {
 CudaBackendState::~CudaBackendState() {
   if (cublas != nullptr) cublasDestroy(cublas);
   if (cublas_workspace != nullptr) allocator->release(cublas_workspace, kCublasWorkspaceBytes);
+  if (head_arrivals != nullptr) allocator->release(head_arrivals, kHeadArrivalCounters * sizeof(int));
 }
 
 CudaBackendState& cuda_backend(const ExecutionContext& ctx) {
@@ -29,6 +30,10 @@ StatusOr<std::unique_ptr<BackendState>> create_backend_state(Stream stream, Allo
   state->allocator = &allocator;
   KUIPER_ASSIGN_OR_RETURN(state->multiprocessors, cuda_multiprocessors());
   KUIPER_ASSIGN_OR_RETURN(state->cublas_workspace, allocator.allocate(kCublasWorkspaceBytes));
+  KUIPER_ASSIGN_OR_RETURN(void* counters, allocator.allocate(kHeadArrivalCounters * sizeof(int)));
+  state->head_arrivals = static_cast<int*>(counters);
+  KUIPER_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(counters, 0, kHeadArrivalCounters * sizeof(int), as_cuda_stream(stream)));
   KUIPER_RETURN_IF_ERROR(cublas_status(cublasCreate(&state->cublas), "cublasCreate"));
   // The handle serves this context's stream only, so stream and workspace are set once here
   // (setting the stream resets the workspace to cuBLAS's own pool, hence the order).

@@ -1,5 +1,6 @@
 // The CUDA backend's per-context state (execution_context.h): the cuBLAS handle bound to the
-// context's stream with its workspace, and which kernels have had their launch attributes set.
+// context's stream with its workspace, counters that kernels share between their blocks, and
+// which kernels have had their launch attributes set.
 // Made once with the context, so nothing is created lazily while a graph is being recorded.
 #pragma once
 
@@ -11,6 +12,8 @@
 
 namespace kuiper::op::cuda {
 
+inline constexpr int kHeadArrivalCounters = 1024;
+
 struct CudaBackendState final : BackendState {
   ~CudaBackendState() override;
 
@@ -18,6 +21,9 @@ struct CudaBackendState final : BackendState {
   void* cublas_workspace = nullptr;
   Allocator* allocator = nullptr;
   int multiprocessors = 0;  // of the context's GPU, for kernels that size their grids to fill it
+  // kHeadArrivalCounters counters, zeroed once here and left at zero by every kernel that uses
+  // them: decode attention's ranges count themselves in per head (attention_decode_kernel.cuh).
+  int* head_arrivals = nullptr;
   // Kernels whose function attributes (shared-memory size or carveout) were set for this
   // context's device: set on a kernel's first launch through the context.
   std::unordered_set<const void*> configured_kernels;
