@@ -57,6 +57,7 @@ StatusOr<DecodeTiming> time_decode_steps(Engine& engine, int batch, int fill, in
   // Enough for the tokens decoded while the last prompt is prefilled, the timed steps and a spare:
   // no sequence may finish inside the timed window.
   params.max_tokens = prefill_steps(batch, fill, step_rows) + steps + 2;
+  std::vector<RequestId> ids;
   for (int s = 0; s < batch; ++s) {
     // Distinct prompts, so that no sequence reads another's cached blocks.
     std::vector<int32_t> prompt(fill);
@@ -64,7 +65,7 @@ StatusOr<DecodeTiming> time_decode_steps(Engine& engine, int batch, int fill, in
     KUIPER_ASSIGN_OR_RETURN(RequestId id, engine.submit(std::move(prompt), params, [&produced, s](const RequestOutput& out) {
       produced[s] += static_cast<int>(out.tokens.size());
     }));
-    (void)id;
+    ids.push_back(id);
   }
   const auto all_started = [&] { return std::all_of(produced.begin(), produced.end(), [](int n) { return n > 0; }); };
   while (!all_started()) {
@@ -82,6 +83,9 @@ StatusOr<DecodeTiming> time_decode_steps(Engine& engine, int batch, int fill, in
     if (produced[s] - before[s] != steps) return internal_error("a sequence did not decode in every timed step");
     timing.mean_context += (fill + before[s] + steps / 2.0) / batch;
   }
+  // Decoding the sequences that started last to max_tokens would take about as many steps again
+  // as their prefill did; cancelled, they all end at the next step.
+  for (RequestId id : ids) engine.cancel(id);
   for (;;) {
     KUIPER_ASSIGN_OR_RETURN(bool busy, engine.step());
     if (!busy) break;
