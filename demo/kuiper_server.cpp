@@ -8,6 +8,7 @@
 // cancel what runs (clients get an error event or a 503), exit 0.
 #include <semaphore.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -118,7 +119,16 @@ int serve(int argc, char** argv) {
   // full queue is answered by the engine's refusal (429) rather than left waiting in httplib.
   const int handler_threads = flags.engine.max_seqs + flags.engine.max_waiting + 8;
   http.new_task_queue = [handler_threads] { return new httplib::ThreadPool(handler_threads); };
-  if (!http.bind_to_port(flags.host, flags.port)) {
+  // cpp-httplib listens with a backlog of 5 connections (CPPHTTPLIB_LISTEN_BACKLOG, built into
+  // Debian's library): when more clients connect at once, the kernel drops the others' handshakes
+  // and they retry a second later, which showed as a 1 s tail in the time to first token. Listening
+  // again on the bound socket with a backlog as deep as the handler threads removes it.
+  socket_t listening_socket = INVALID_SOCKET;
+  http.set_socket_options([&listening_socket](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listening_socket = sock;
+  });
+  if (!http.bind_to_port(flags.host, flags.port) || ::listen(listening_socket, handler_threads) != 0) {
     return cli::fail(kProgram, io_error("cannot listen on " + flags.host + ":" + std::to_string(flags.port)));
   }
 
