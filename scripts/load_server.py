@@ -25,6 +25,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import queue
 import statistics
 import sys
 import threading
@@ -183,9 +184,16 @@ def main():
                for p in range(processes)]
     for w in workers:
         w.start()
-    ready.wait()  # every worker has its clients made: the clock starts with them
-    start = time.perf_counter()
-    shares = [results.get() for _ in workers]
+    try:
+        ready.wait(timeout=120)  # every worker has its clients made: the clock starts with them
+        start = time.perf_counter()
+        # Each request ends within --timeout; a worker that died leaves its share missing.
+        shares = [results.get(timeout=args.timeout * args.requests + 60) for _ in workers]
+    except (threading.BrokenBarrierError, queue.Empty):
+        for w in workers:
+            w.terminate()
+        sys.exit("load_server.py: a client process died or hung (exit codes "
+                 f"{[w.exitcode for w in workers]})")
     elapsed = time.perf_counter() - start
     for w in workers:
         w.join()
