@@ -733,9 +733,9 @@ TEST_F(CudaAttention, PrefillGivesZerosForPositionsOutsideTheCache) {
 }
 
 TEST_F(CudaAttention, DecodeGivesZerosForAPositionOutsideTheCache) {
-  // As prefill above, for one row over a cache of several ranges (every range is empty, none
-  // merges); then a valid row in the same context, whose ranges merge correctly only if the
-  // empty step left the merge's counters as it found them.
+  // As prefill above, for one row over a cache of several ranges, none of which then holds a
+  // position: zeros, with nothing to merge. Then a row of five ranges in the same context, which
+  // its last block merges.
   const int64_t capacity = 300, kv_dim = 128, q_dim = 2 * 128;
   const op::AttentionShape shape{2, 1, 128};
   const Tensor cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
