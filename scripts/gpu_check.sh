@@ -11,6 +11,8 @@
 #                        run, the int8/int4 CUDA tests and the GEMV kernel benchmark
 #   gpu_check.sh trace   where a one-sequence decode step goes: kernel traces (serial launches,
 #                        each kernel's own time) of 7B-shape bf16 and int4 decode
+#   gpu_check.sh batchtrace  where a batched decode step goes: kernel traces of 7B- and 8B-shape
+#                        bf16 steps of 8 and 32 sequences
 #   gpu_check.sh serve   kuiper_server on a random-weight 7B-shape model, 64 concurrent streams
 #                        through the openai SDK (carry it as wheels, see shared/DEVICE.md)
 #   gpu_check.sh cuda    only the CUDA test programs (all GPUs), memcheck on the kernel and model tests
@@ -122,6 +124,18 @@ trace() {
   done
 }
 
+batchtrace() {
+  local lib
+  lib=$PWD/$(find build-gpu -name libcuda_kernel_trace.so | head -1)
+  for run in "llama2-7b 8 512" "llama2-7b 32 512" "llama3-8b 8 512" "llama3-8b 32 4096"; do
+    set -- $run
+    echo "== $1 bf16, $2 sequences at $3" | tee -a "$out/batch_trace.txt"
+    CUDA_INJECTION64_PATH=$lib build-gpu/demo/llama_bench --shape "$1" --device cuda --batch "$2" --contexts "$3" \
+      --repeats 1 --decode 32 --prompt 16 2>&1 | tee -a "$out/batch_trace.txt" |
+      grep -E "cuda_kernel_trace|^ +[0-9.]+ +[0-9]+ |sequences at context|error" | head -14
+  done
+}
+
 serve() {
   local model=/tmp/llama2-7b-random.bin port=8093 log="$out/server.txt"
   carried_wheels || return 1
@@ -178,10 +192,10 @@ for stage in "${stages[@]}"; do
     tp) targets+=(llama_bench test_tensor_parallel test_cuda_tensor_parallel) ;;
     tp70 | batch | int8batch | hfbatch) targets+=(llama_bench) ;;
     quant) targets+=(llama_bench cuda_kernels_bench test_cuda_int4 test_cuda_int8) ;;
-    trace) targets+=(llama_bench cuda_kernel_trace) ;;
+    trace | batchtrace) targets+=(llama_bench cuda_kernel_trace) ;;
     serve) targets+=(kuiper_server) ;;
     tests | bench | cuda) targets=(all) && break ;;
-    *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, batch, hfbatch, int8batch, quant, trace, serve, cuda, tp or tp70)"
+    *) echo "gpu_check.sh: unknown stage '$stage' (tests, bench, batch, hfbatch, int8batch, quant, trace, batchtrace, serve, cuda, tp or tp70)"
        exit 2 ;;
   esac
 done
