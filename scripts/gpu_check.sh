@@ -113,9 +113,13 @@ quant() {
   grep -E "copy|gemv int(4|8) [0-9x]+ " "$out/kernels.txt"
 }
 
+trace_library() {  # what CUDA_INJECTION64_PATH names for tools/cuda_kernel_trace
+  echo "$PWD/$(find build-gpu -name libcuda_kernel_trace.so | head -1)"
+}
+
 trace() {
   local lib
-  lib=$PWD/$(find build-gpu -name libcuda_kernel_trace.so | head -1)
+  lib=$(trace_library)
   for run in bf16 int4; do
     echo "== llama2-7b $run, serial launches" | tee -a "$out/trace.txt"
     KUIPER_SERIAL_LAUNCH=1 CUDA_INJECTION64_PATH=$lib build-gpu/demo/llama_bench --shape llama2-7b --device cuda \
@@ -126,7 +130,7 @@ trace() {
 
 batchtrace() {
   local lib
-  lib=$PWD/$(find build-gpu -name libcuda_kernel_trace.so | head -1)
+  lib=$(trace_library)
   for run in "llama2-7b 8 512" "llama2-7b 32 512" "llama3-8b 8 512" "llama3-8b 32 4096"; do
     set -- $run
     echo "== $1 bf16, $2 sequences at $3" | tee -a "$out/batch_trace.txt"

@@ -21,9 +21,11 @@ process of it takes in no more than ~3,700 chunks a second on the 2-core CI mach
 streams of a GPU server exceed.
 """
 import argparse
+import functools
 import http.client
 import json
 import multiprocessing
+import operator
 import os
 import queue
 import statistics
@@ -135,6 +137,16 @@ class Client(threading.Thread):
         connection.close()
 
 
+MEASURES = ("done", "tokens", "ttft", "itl", "errors")
+
+
+def combined(parts):
+    """The measures of several clients or processes (dicts of MEASURES, at least one) as one: counts
+    add, lists concatenate."""
+    parts = list(parts)
+    return {m: functools.reduce(operator.add, (p[m] for p in parts)) for m in MEASURES}
+
+
 def run_clients(args, indices, ready, results):
     """One worker process: runs clients `indices` as threads once every worker is ready, and puts
     what they measured on `results`."""
@@ -144,9 +156,7 @@ def run_clients(args, indices, ready, results):
         c.start()
     for c in clients:
         c.join()
-    results.put({"done": sum(c.done for c in clients), "tokens": sum(c.tokens for c in clients),
-                 "ttft": [t for c in clients for t in c.ttft], "itl": [t for c in clients for t in c.itl],
-                 "errors": [e for c in clients for e in c.errors]})
+    results.put(combined({m: getattr(c, m) for m in MEASURES} for c in clients))
 
 
 def main():
@@ -198,11 +208,8 @@ def main():
     for w in workers:
         w.join()
 
-    done = sum(share["done"] for share in shares)
-    tokens = sum(share["tokens"] for share in shares)
-    ttft = [t for share in shares for t in share["ttft"]]
-    itl = [t for share in shares for t in share["itl"]]
-    errors = [e for share in shares for e in share["errors"]]
+    total = combined(shares)
+    done, tokens, ttft, itl, errors = (total[m] for m in MEASURES)
     print(f"{args.client} client, {args.clients} clients x {args.requests} requests, max_tokens {args.max_tokens}, "
           f"{processes} processes: {done} done, {len(errors)} failed in {elapsed:.2f} s")
     print(f"requests/s: {done / elapsed:.2f}   output tokens/s: {tokens / elapsed:.1f}   ({tokens} tokens)")
