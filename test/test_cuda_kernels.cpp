@@ -551,7 +551,7 @@ class CudaAttention : public CudaKernels {
   }
 
   void check_paged(const std::vector<int32_t>& table_values, int sequences, const std::vector<int32_t>& row_sequence,
-                   const std::vector<int32_t>& positions, bool split, int block = 16);
+                   const std::vector<int32_t>& positions, bool split, bool grouped, int block = 16);
 };
 
 TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
@@ -618,21 +618,30 @@ TEST_F(CudaAttention, DecodeWritesItsOutputQuantizedForTheGemvAfterIt) {
 // (table: sequences x blocks, row by row), CUDA against the CPU kernel over the same cache values
 // widened to fp32. head_dim 64 and 128 take the streaming kernel for 16-bit caches, 50 (and fp32
 // caches) the one-position kernel. `split`: whether, on this GPU, every case splits each row's
-// positions into ranges merged by the combine kernel (op::paged_attention_splits), or runs one.
+// positions into ranges merged by the combine kernel, or runs one. `grouped`: that every
+// streaming case of groups above one attends for several query heads of a KV head in a block
+// (groups of 4, of 7 in blocks of 4 and 3, of 3 in blocks of 2 and 1; the layout is
+// op::paged_attention_layout's), where otherwise each case takes the layout its size gives.
 void CudaAttention::check_paged(const std::vector<int32_t>& table_values, int sequences,
                                 const std::vector<int32_t>& row_sequence, const std::vector<int32_t>& positions,
-                                bool split, int block) {
+                                bool split, bool grouped, int block) {
   const int64_t width = static_cast<int64_t>(table_values.size()) / sequences;
   KUIPER_ASSERT_OK_AND_ASSIGN(const int multiprocessors, cuda_multiprocessors());
   for (DataType dtype : kFloatTypes) {
-    for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}, AttentionCase{1, 2, 50}}) {
+    for (const AttentionCase& c : {AttentionCase{2, 4, 64}, AttentionCase{4, 1, 128}, AttentionCase{1, 2, 50},
+                                   AttentionCase{2, 7, 128}, AttentionCase{1, 3, 64}}) {
       const op::AttentionShape shape{c.n_kv_heads * c.group, c.n_kv_heads, c.head_dim};
-      const op::AttentionSplits ranges =
-          op::paged_attention_splits(static_cast<int64_t>(positions.size()), width * block, shape, multiprocessors);
+      const bool streams = dtype != DataType::kFP32 && (c.head_dim == 64 || c.head_dim == 128);
+      const op::PagedLayout layout = op::paged_attention_layout(static_cast<int64_t>(positions.size()),
+                                                                width * block, shape, multiprocessors, streams);
+      const op::AttentionSplits& ranges = layout.ranges;
       EXPECT_EQ(ranges.splits > 1, split) << "head_dim " << c.head_dim << ": " << ranges.splits << " ranges of "
                                           << ranges.span << " on " << multiprocessors << " multiprocessors";
+      if (grouped && streams && c.group > 1) {
+        EXPECT_GT(layout.heads_per_block, 1) << dtype_name(dtype) << " group " << c.group;
+      }
       const int64_t kv_dim = int64_t{c.n_kv_heads} * c.head_dim, q_dim = int64_t{shape.n_heads} * c.head_dim;
-      const int64_t slots = static_cast<int64_t>(table_values.size()) * block;
+      const int64_t slots = (int64_t{*std::max_element(table_values.begin(), table_values.end())} + 1) * block;
       const int64_t rows = static_cast<int64_t>(positions.size());
       Tensor k = test::random_tensor({slots, kv_dim}, rng_), v = test::random_tensor({slots, kv_dim}, rng_);
       const Tensor k_cache = round_to(k, dtype), v_cache = round_to(v, dtype);
@@ -650,14 +659,15 @@ void CudaAttention::check_paged(const std::vector<int32_t>& table_values, int se
         return gpu_.paged_attention[at(dtype)](gpu_q, gpu_k, gpu_v, gpu_pos, gpu_paged, shape, o, ctx());
       });
       EXPECT_LT(error_vs(out, expected), 2e-5)
-          << dtype_name(dtype) << " head_dim " << c.head_dim << ", " << ranges.splits << " ranges of " << ranges.span;
+          << dtype_name(dtype) << " head_dim " << c.head_dim << ", " << ranges.splits << " ranges of " << ranges.span
+          << ", " << layout.heads_per_block << " heads a block";
     }
   }
 }
 
 // Four blocks of 16 per sequence: one range of 64 positions, whatever the GPU.
 TEST_F(CudaAttention, PagedMatchesCpuForSeveralSequences) {
-  check_paged({7, 2, 9, 4, 0, 3, 1, 8, 5, 6, 11, 10}, 3, {0, 1, 2, 0, 2, 1}, {0, 17, 63, 40, 5, 33}, false);
+  check_paged({7, 2, 9, 4, 0, 3, 1, 8, 5, 6, 11, 10}, 3, {0, 1, 2, 0, 2, 1}, {0, 17, 63, 40, 5, 33}, false, false);
 }
 
 // Contexts of hundreds and thousands of positions over few rows, so that each row's positions
@@ -672,8 +682,27 @@ TEST_F(CudaAttention, PagedMatchesCpuOverLongContexts) {
     std::shuffle(blocks.begin(), blocks.end(), rng_);
     return blocks;
   };
-  check_paged(shuffled_blocks(3 * 50), 3, {0, 1, 2, 1, 2, 0, 2}, {799, 0, 16, 415, 640, 33, 798}, true);
-  check_paged(shuffled_blocks(2 * 170), 2, {0, 1, 0, 1}, {4079, 5, 2000, 4030}, true, 24);
+  check_paged(shuffled_blocks(3 * 50), 3, {0, 1, 2, 1, 2, 0, 2}, {799, 0, 16, 415, 640, 33, 798}, true, false);
+  check_paged(shuffled_blocks(2 * 170), 2, {0, 1, 0, 1}, {4079, 5, 2000, 4030}, true, false, 24);
+}
+
+// Enough rows over long enough tables that grouped-query cases attend for several query heads in
+// a block (op::paged_attention_layout; on an H100 or H200, 4 to 16 ranges a row): 40 sequences of
+// up to 4,000 positions, each over its own shuffle of one pool of 256 blocks of 16, at lengths
+// that end mid-chunk and mid-block.
+TEST_F(CudaAttention, PagedGroupsQueryHeadsForManyRows) {
+  constexpr int kSequences = 40, kWidth = 256;
+  std::vector<int32_t> tables;
+  std::vector<int32_t> rows(kSequences), positions(kSequences);
+  for (int sequence = 0; sequence < kSequences; ++sequence) {
+    std::vector<int32_t> blocks(kWidth);
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng_);
+    tables.insert(tables.end(), blocks.begin(), blocks.end());
+    rows[sequence] = sequence;
+    positions[sequence] = 4000 - 97 * sequence;
+  }
+  check_paged(tables, kSequences, rows, positions, true, true);
 }
 
 TEST_F(CudaAttention, DecodeHandlesOddHeadDimAndGroupsBeyondOneBlock) {

@@ -58,12 +58,15 @@ size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& sh
 }
 
 AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const AttentionShape& shape,
-                                       int multiprocessors) {
+                                       int multiprocessors, int heads_per_block) {
   // In units of kPagedSplitMinRows positions, the least a range holds.
   const int64_t units = std::max<int64_t>(1, (reach + kPagedSplitMinRows - 1) / kPagedSplitMinRows);
-  const int64_t blocks = std::max<int64_t>(1, rows * shape.n_heads);
+  const int group = shape.n_heads / std::max(shape.n_kv_heads, 1);
+  const int64_t head_blocks = std::max<int64_t>(1, rows * shape.n_heads);
+  const int64_t blocks =
+      std::max<int64_t>(1, rows * shape.n_kv_heads * paged_blocks_per_kv_head(group, heads_per_block));
   const int64_t target = int64_t{kPagedSplitBlocksPerMultiprocessor} * multiprocessors;
-  const bool fills = blocks >= int64_t{kPagedUnsplitBlocksPerMultiprocessor} * multiprocessors;
+  const bool fills = head_blocks >= int64_t{kPagedUnsplitBlocksPerMultiprocessor} * multiprocessors;
   const int64_t wanted =
       fills ? 1 : std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::min<int64_t>(units, kDecodeMaxSplits));
   const int64_t units_per_range = (units + wanted - 1) / wanted;
@@ -71,13 +74,29 @@ AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const Attent
   return {units_per_range * kPagedSplitMinRows, static_cast<int>(splits)};
 }
 
+PagedLayout paged_attention_layout(int64_t rows, int64_t reach, const AttentionShape& shape, int multiprocessors,
+                                   bool can_group) {
+  const int group = shape.n_heads / std::max(shape.n_kv_heads, 1);
+  int heads = 1;
+  while (can_group && heads * 2 <= std::min(group, kPagedGroupHeads)) heads *= 2;
+  const AttentionSplits ranges = paged_attention_splits(rows, reach, shape, multiprocessors, heads);
+  const int64_t blocks = rows * shape.n_kv_heads * paged_blocks_per_kv_head(group, heads) * ranges.splits;
+  if (heads == 1 || blocks < kPagedGroupedBlocksPerMultiprocessor * multiprocessors) {
+    return {1, paged_attention_splits(rows, reach, shape, multiprocessors)};
+  }
+  return {heads, ranges};
+}
+
 size_t paged_attention_partials_bytes(int64_t max_rows, int64_t reach, const AttentionShape& shape,
                                       int multiprocessors) {
-  // Fewer rows take more ranges each, so the most is not necessarily at max_rows.
+  // Fewer rows take more ranges each, so the most is not necessarily at max_rows; blocks of
+  // several heads can take more ranges than blocks of one.
   int64_t most = 0;
   for (int64_t rows = 1; rows <= max_rows; ++rows) {
-    const AttentionSplits s = paged_attention_splits(rows, reach, shape, multiprocessors);
-    if (s.splits > 1) most = std::max(most, rows * shape.n_heads * s.splits);
+    for (bool can_group : {false, true}) {
+      const AttentionSplits s = paged_attention_layout(rows, reach, shape, multiprocessors, can_group).ranges;
+      if (s.splits > 1) most = std::max(most, rows * shape.n_heads * s.splits);
+    }
   }
   return attention_partials_bytes(most, shape.head_dim);
 }

@@ -1,13 +1,14 @@
 // Decode attention over a 16-bit cache with head_dim 64 or 128: one query row over a contiguous
 // cache (attention_decode_kernel below) or rows of several sequences over a paged one
 // (paged_attention.cu), both through decode_attention_block, which takes where each position's
-// K and V live from a row map. The KV cache is the one large thing it reads, so the kernel
+// K and V live from a row map and folds each row it reads into the softmax of one or several
+// query heads of the row's KV head. The KV cache is the one large thing it reads, so the kernel
 // streams it like the GEMVs stream weights. Each warp owns a share of the split's rows and
 // keeps everything in registers: a lane holds head_dim / 32 dimensions of the query, of the
 // running output and of each K and V row; a warp has two chunks of kChunk rows of K and V in
-// flight, folding one in while the next loads; the scores are reduced with warp shuffles and
-// folded into an online softmax. No shared-memory tiles and no block-wide barrier until the
-// warps of the block merge their results at the end.
+// flight, folding one in while the next loads; the chunk's scores are summed over the warp into
+// a lane each, which takes its exponential for the online softmax (fold_chunk). No shared-memory
+// tiles and no block-wide barrier until the warps of the block merge their results at the end.
 //
 // Measured on an H200 (tools/cuda_kernels_bench, graph replay), 4096 cached rows of 128-wide
 // heads: 32 KV heads (LLaMA-2-7B) 38 µs with the tiled kernel of attention_kernels.cuh (which
@@ -25,6 +26,7 @@
 
 #include <cstdint>
 
+#include "kuiper/op/kernel_shapes.h"
 #include "kuiper/op/kernels/cuda/attention_kernels.cuh"
 #include "kuiper/op/kernels/cuda/head_slice.cuh"
 
@@ -33,7 +35,7 @@ namespace kuiper::op::cuda {
 inline constexpr int kDecodeAttentionWarps = 4;
 // K and V rows a warp loads per chunk. Each warp keeps two chunks in flight
 // (decode_attention_block), so that it does not wait a round trip per chunk; two chunks of 8
-// hold as many rows as one of 16 and keep the occupancy (paged, head_dim 128: 125 registers,
+// hold as many rows as one of 16 and keep the occupancy (paged, head_dim 128: 123 registers,
 // four blocks a multiprocessor). H100, % of copy bandwidth (tools/cuda_kernels_bench), one
 // chunk of 16 against two of 8: paged attention, 8 rows of 4096 positions 92.0% / 94.8%, 32 rows
 // of 512 80.6% / 84.5%; one-sequence decode over 4096 rows 72.9% / 73.3% (graph replay).
@@ -63,14 +65,21 @@ struct DecodeOutput {
 
 // Whether a block's range [begin, end) holds a position. A split past the row's length writes
 // nothing (the combine reads only the splits the length reaches); an unsplit row with no
-// position gets zeros rather than garbage.
-__device__ __forceinline__ bool decode_range_nonempty(int64_t begin, int64_t end, int head_dim,
+// position gets zeros rather than garbage, for each of the block's `heads` consecutive head rows.
+__device__ __forceinline__ bool decode_range_nonempty(int64_t begin, int64_t end, int head_dim, int heads,
                                                       const DecodeOutput& o) {
   if (begin < end) return true;
   if (o.splits == 1) {
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) o.out.store(o.head_row * head_dim + i, 0.f);
+    for (int i = threadIdx.x; i < heads * head_dim; i += blockDim.x) o.out.store(o.head_row * head_dim + i, 0.f);
   }
   return false;
+}
+
+// Where head `h` of a block whose first head writes through `o` writes: the next head rows.
+__device__ __forceinline__ DecodeOutput output_of_head(const DecodeOutput& o, int h) {
+  DecodeOutput head = o;
+  head.head_row += h;
+  return head;
 }
 
 // Merges the running results of a block's kWarps warps, which each left in shared memory (warp
@@ -118,70 +127,136 @@ struct DecodeSoftmax {
   float q[kDims], acc[kDims] = {}, m = -INFINITY, l = 0.f;
 };
 
-// Folds the chunk of positions first .. first + kChunk - 1 (those before end) into the softmax.
-template <typename T, int kDims, int kChunk, bool kLookup>
-__device__ __forceinline__ void fold_chunk(DecodeSoftmax<kDims>& sm, const DecodeChunk<T, kDims, kChunk>& c,
+// One step of warp_reduce_scatter: lanes `offset` apart keep different halves of v[0, 2·kHalf)
+// (the lane with that bit set the upper) and add their partner's copy of the half they keep.
+template <int kHalf, int kValues>
+__device__ __forceinline__ void halve_over_lanes(float (&v)[kValues], int offset) {
+  const bool upper = threadIdx.x & offset;
+#pragma unroll
+  for (int i = 0; i < kHalf; ++i) {
+    const float send = upper ? v[i] : v[i + kHalf];
+    v[i] = (upper ? v[i + kHalf] : v[i]) + __shfl_xor_sync(0xffffffffu, send, offset);
+  }
+}
+
+// Sums each of a lane's kValues values over the warp and leaves lane l the sum of value
+// l / (32 / kValues) (kValues a power of two up to 32). A butterfly that halves what it carries
+// at each step, so its first steps take kValues - 1 shuffles in all where summing every value
+// over the warp takes 5 each (40 for a chunk of 8 positions of one head, 160 for four heads).
+template <int kValues>
+__device__ __forceinline__ float warp_reduce_scatter(float (&v)[kValues]) {
+  static_assert(kValues >= 1 && kValues <= 32 && (kValues & (kValues - 1)) == 0, "a power of two up to 32");
+  int offset = 16;
+  if constexpr (kValues >= 32) halve_over_lanes<16>(v, offset), offset /= 2;
+  if constexpr (kValues >= 16) halve_over_lanes<8>(v, offset), offset /= 2;
+  if constexpr (kValues >= 8) halve_over_lanes<4>(v, offset), offset /= 2;
+  if constexpr (kValues >= 4) halve_over_lanes<2>(v, offset), offset /= 2;
+  if constexpr (kValues >= 2) halve_over_lanes<1>(v, offset), offset /= 2;
+  float sum = v[0];
+  for (; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  return sum;
+}
+
+// Folds the chunk of positions first .. first + kChunk - 1 (those before end) into the softmax of
+// each of kHeads query heads. The chunk's K and V rows are widened once for all of them. Each
+// (head, position) score is summed over the warp into its own lanes (warp_reduce_scatter), which
+// take its exponential and hand the weight to every lane for the values: one exponential a lane
+// rather than every lane taking every weight's.
+template <typename T, int kDims, int kChunk, int kHeads, bool kLookup>
+__device__ __forceinline__ void fold_chunk(DecodeSoftmax<kDims> (&sm)[kHeads], const DecodeChunk<T, kDims, kChunk>& c,
                                            int64_t first, int64_t end) {
-  float s[kChunk];
+  constexpr int kValues = kHeads * kChunk;  // score s[h * kChunk + r]: head h, position first + r
+  constexpr int kLanesPerValue = 32 / kValues;
+  static_assert(kValues <= 32 && 32 % kValues == 0, "a warp's lanes hold the chunk's scores");
+  float s[kValues];
 #pragma unroll
   for (int r = 0; r < kChunk; ++r) {
     float kf[kDims];
     c.k[r].widen(kf);
-    s[r] = 0.f;
 #pragma unroll
-    for (int d = 0; d < kDims; ++d) s[r] += sm.q[d] * kf[d];
+    for (int h = 0; h < kHeads; ++h) {
+      s[h * kChunk + r] = 0.f;
+#pragma unroll
+      for (int d = 0; d < kDims; ++d) s[h * kChunk + r] += sm[h].q[d] * kf[d];
+    }
   }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], offset);
-  }
-  float chunk_max = -INFINITY;
-#pragma unroll
-  for (int r = 0; r < kChunk; ++r) {
-    bool skip = first + r >= end;
-    if constexpr (kLookup) skip = skip || !c.found[r];
-    if (skip) s[r] = -INFINITY;
-    chunk_max = fmaxf(chunk_max, s[r]);
-  }
+  const int lane = threadIdx.x % 32;
+  const int mine = lane / kLanesPerValue, my_head = mine / kChunk, my_position = mine % kChunk;
+  float score = warp_reduce_scatter<kValues>(s);
+  bool skip = first + my_position >= end;
   if constexpr (kLookup) {
-    if (chunk_max == -INFINITY) return;  // no position of the chunk has a row
-  }
-  const float new_max = fmaxf(sm.m, chunk_max);  // finite: some position of the chunk is valid
-  const float rescale = expf(sm.m - new_max);     // 0 on the first chunk
-  sm.m = new_max;
-  sm.l *= rescale;
+    unsigned found = 0;
 #pragma unroll
-  for (int d = 0; d < kDims; ++d) sm.acc[d] *= rescale;
+    for (int r = 0; r < kChunk; ++r) found |= static_cast<unsigned>(c.found[r]) << r;
+    skip = skip || !(found >> my_position & 1u);
+  }
+  if (skip) score = -INFINITY;
+  // The chunk's maximum for this lane's head: over the lanes of its kChunk positions.
+  float chunk_max = score;
+#pragma unroll
+  for (int offset = kLanesPerValue; offset < kLanesPerValue * kChunk; offset *= 2) {
+    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
+  }
+  float new_max[kHeads], my_max = -INFINITY;
+  bool folds[kHeads];
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    const float head_max =
+        kHeads == 1 ? chunk_max : __shfl_sync(0xffffffffu, chunk_max, h * kChunk * kLanesPerValue);
+    // kLookup: no position of the chunk has a row. Otherwise some position is valid, and the
+    // maximum finite.
+    folds[h] = !kLookup || head_max != -INFINITY;
+    new_max[h] = fmaxf(sm[h].m, head_max);
+    if (h == my_head) my_max = new_max[h];
+    if (!folds[h]) continue;
+    const float rescale = expf(sm[h].m - new_max[h]);  // 0 on the first chunk
+    sm[h].m = new_max[h];
+    sm[h].l *= rescale;
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) sm[h].acc[d] *= rescale;
+  }
+  const float my_weight = score == -INFINITY ? 0.f : expf(score - my_max);
 #pragma unroll
   for (int r = 0; r < kChunk; ++r) {
-    const float w = expf(s[r] - new_max);
-    sm.l += w;
     float vf[kDims];
     c.v[r].widen(vf);
 #pragma unroll
-    for (int d = 0; d < kDims; ++d) sm.acc[d] += w * vf[d];
+    for (int h = 0; h < kHeads; ++h) {
+      if (!folds[h]) continue;
+      const float w = __shfl_sync(0xffffffffu, my_weight, (h * kChunk + r) * kLanesPerValue);
+      sm[h].l += w;
+#pragma unroll
+      for (int d = 0; d < kDims; ++d) sm[h].acc[d] += w * vf[d];
+    }
   }
 }
 
-// One block of kDecodeAttentionWarps warps: one query head (q_head, head_dim = 32 · kDims
-// values) over positions [begin, end) of its sequence, position j's K and V in cache row
-// row_of(j) (k_base and v_base point at the head's KV head in cache row 0, rows kv_dim elements
-// apart). Each warp keeps two chunks in flight: the next one loads while the current one is
-// folded in, so a warp that walks several chunks pays one round trip, not one per chunk.
-template <typename T, int kDims, typename RowOf>
-__device__ __forceinline__ void decode_attention_block(const float* q_head, float scale, const T* k_base,
+// One block of kDecodeAttentionWarps warps: `heads` (at most kHeads) consecutive query heads of
+// one KV head (the first at q_first, head_dim = 32 · kDims values each) over positions
+// [begin, end) of its sequence, position j's K and V in cache row row_of(j) (k_base and v_base
+// point at the KV head in cache row 0, rows kv_dim elements apart). The KV head's rows are read
+// once for all of its query heads: a KV head of grouped-query attention is shared by several
+// (four in LLaMA-3-8B), and one block per query head read its rows that many times. Each warp
+// keeps two chunks in flight: the next one loads while the current one is folded in, so a warp
+// that walks several chunks pays one round trip, not one per chunk. A block of fewer than kHeads
+// heads folds its first head's query in the rest and writes only its own.
+template <typename T, int kDims, int kHeads, typename RowOf>
+__device__ __forceinline__ void decode_attention_block(const float* q_first, int heads, float scale, const T* k_base,
                                                        const T* v_base, int64_t kv_dim, int64_t begin,
                                                        int64_t end, const RowOf& row_of,
                                                        const DecodeOutput& o) {
   constexpr int kHd = 32 * kDims, kChunk = kDecodeAttentionChunk;
   constexpr bool kLookup = RowOf::kLookup;
-  if (!decode_range_nonempty(begin, end, kHd, o)) return;
+  if (!decode_range_nonempty(begin, end, kHd, heads, o)) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
-  DecodeSoftmax<kDims> sm;
+  DecodeSoftmax<kDims> sm[kHeads];
 #pragma unroll
-  for (int d = 0; d < kDims; ++d) sm.q[d] = q_head[lane * kDims + d] * scale;
+  for (int h = 0; h < kHeads; ++h) {
+    const float* q_head = q_first + (h < heads ? h : 0) * kHd;
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) sm[h].q[d] = q_head[lane * kDims + d] * scale;
+  }
   constexpr int kStride = kDecodeAttentionWarps * kChunk;
   // Past the end, re-read the last position; a position without a row reads row 0. Either gets
   // weight 0 in fold_chunk.
@@ -216,22 +291,27 @@ __device__ __forceinline__ void decode_attention_block(const float* q_head, floa
   let_next_kernel_start();
   for (int64_t first = begin + warp * kChunk; first < end; first += 2 * kStride) {
     load(odd, first + kStride);
-    fold_chunk<T, kDims, kChunk, kLookup>(sm, even, first, end);
+    fold_chunk<T, kDims, kChunk, kHeads, kLookup>(sm, even, first, end);
     if (first + kStride >= end) break;
     load(even, first + 2 * kStride);
-    fold_chunk<T, kDims, kChunk, kLookup>(sm, odd, first + kStride, end);
+    fold_chunk<T, kDims, kChunk, kHeads, kLookup>(sm, odd, first + kStride, end);
   }
 
-  __shared__ float acc_s[kDecodeAttentionWarps][kHd];
-  __shared__ float m_s[kDecodeAttentionWarps], l_s[kDecodeAttentionWarps];
+  __shared__ float acc_s[kHeads][kDecodeAttentionWarps][kHd];
+  __shared__ float m_s[kHeads][kDecodeAttentionWarps], l_s[kHeads][kDecodeAttentionWarps];
 #pragma unroll
-  for (int d = 0; d < kDims; ++d) acc_s[warp][lane * kDims + d] = sm.acc[d];
-  if (lane == 0) {
-    m_s[warp] = sm.m;
-    l_s[warp] = sm.l;
+  for (int h = 0; h < kHeads; ++h) {
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) acc_s[h][warp][lane * kDims + d] = sm[h].acc[d];
+    if (lane == 0) {
+      m_s[h][warp] = sm[h].m;
+      l_s[h][warp] = sm[h].l;
+    }
   }
   __syncthreads();
-  store_merged_warps<kDecodeAttentionWarps>(&acc_s[0][0], kHd, m_s, l_s, kHd, o);
+  for (int h = 0; h < heads; ++h) {
+    store_merged_warps<kDecodeAttentionWarps>(&acc_s[h][0][0], kHd, m_s[h], l_s[h], kHd, output_of_head(o, h));
+  }
 }
 
 // Called by every block of a head whose range held a position, after it wrote its partial
@@ -301,8 +381,9 @@ __device__ __forceinline__ void merge_ranges_if_last(int* arrival, int used, con
 namespace {  // internal linkage, as attention_kernels.cuh's kernels
 
 // One block per (query head, split). Query heads that share a KV head read the same rows; the
-// second and later reads of a row come from L2. With p.arrivals the ranges merge themselves
-// (merge_ranges_if_last), and a row of one range writes its output whole.
+// second and later reads of a row come from L2 (blocks of several query heads, as paged attention
+// takes for many rows, lost here: one sequence has too few blocks to spare). With p.arrivals the
+// ranges merge themselves (merge_ranges_if_last), and a row of one range writes its output whole.
 template <typename T, int kDims>
 __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
     attention_decode_kernel(const AttentionParams<T> p) {
@@ -315,8 +396,8 @@ __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
   const int used = static_cast<int>((length + p.span - 1) / p.span);
   const bool whole = p.splits == 1 || (p.arrivals != nullptr && used <= 1 && split == 0);
   const DecodeOutput o{p.out, p.partial_out, p.partial_max_sum, head, split, whole ? 1 : p.splits};
-  decode_attention_block<T, kDims>(p.q + head * kHd, p.scale, p.k_cache + kv_offset, p.v_cache + kv_offset,
-                                   p.kv_dim, begin, end, ContiguousRows{}, o);
+  decode_attention_block<T, kDims, 1>(p.q + head * kHd, 1, p.scale, p.k_cache + kv_offset, p.v_cache + kv_offset,
+                                      p.kv_dim, begin, end, ContiguousRows{}, o);
   if (p.arrivals != nullptr && !whole && begin < end) merge_ranges_if_last<kHd>(p.arrivals + head, used, o);
 }
 

@@ -1,16 +1,20 @@
 // Paged attention (kernel_table.h, PagedAttentionKernel): rows of several sequences, each row
 // reading its own sequence's positions through the block table. One block of
-// kDecodeAttentionWarps warps per (query head, range of positions, row); each warp keeps a
-// running softmax (maximum, sum, weighted values) in registers and the warps then merge their
-// results. A row's result depends only on its own sequence, never on the other rows' data; their
-// number and the block tables' width pick the ranges below, which can change its rounding.
+// kDecodeAttentionWarps warps per (query heads of one KV head, range of positions, row); each
+// warp keeps a running softmax (maximum, sum, weighted values) per query head in registers and
+// the warps then merge their results. A row's result depends only on its own sequence, never on
+// the other rows' data; their number and the block tables' width pick the ranges below, which
+// can change its rounding.
 //
 // 16-bit caches with head_dim 64 or 128 (every LLaMA-family model) take the one-sequence decode
 // kernel's chunk loop (attention_decode_kernel.cuh, decode_attention_block) with the block table
-// as its row map: a warp keeps two chunks of kDecodeAttentionChunk positions' K and V rows in
-// flight, so its walk is not a round trip per position (the walk one position at a time held
-// batched decode to 67 ms per step for 8 or 16 sequences at context 4096 on the LLaMA-2-7B shape,
-// H100: latency, not bytes). Other caches take the one-position kernel.
+// as its row map, and, where the step has blocks to spare, up to kPagedGroupHeads query heads of
+// a KV head to a block, so that the KV head's rows are read once for all of them
+// (paged_attention_layout, kernel_shapes.h): a warp keeps two chunks of
+// kDecodeAttentionChunk positions' K and V rows in flight, so its walk is not a round trip per
+// position (the walk one position at a time held batched decode to 67 ms per step for 8 or 16
+// sequences at context 4096 on the LLaMA-2-7B shape, H100: latency, not bytes). Other caches
+// take the one-position kernel.
 //
 // With few rows, rows × heads blocks leave most of the GPU idle while each walks a whole context
 // (8 sequences at context 4096 reached 37% of the batched roofline on an H100, 16 the same step
@@ -50,6 +54,7 @@ struct PagedParams {
   float* partial_max_sum = nullptr;
   int table_width = 0, block_size = 0, blocks = 0;
   int n_heads = 0, group = 0, head_dim = 0;
+  int heads_per_block = 1;  // query heads a block attends for, all of one KV head (BlockHeads)
   int64_t kv_dim = 0;
   int64_t reach = 0;  // positions a block table covers: a row's positions past it are not read
   int64_t span = 0;   // positions per range
@@ -74,21 +79,36 @@ struct PagedRows {
   }
 };
 
-// What block (query head, range, row) of either kernel attends to and where it writes.
+// The query heads of block blockIdx.x when each KV head's `group` query heads take blocks of
+// `per_block` (the grid's x: KV heads × paged_blocks_per_kv_head): `count` of them from `first`
+// (fewer than per_block in a group's last block where per_block does not divide it), all of KV
+// head kv_head.
+struct BlockHeads {
+  int kv_head, first, count;
+  __device__ BlockHeads(int group, int per_block) {
+    const int blocks = paged_blocks_per_kv_head(group, per_block);
+    kv_head = static_cast<int>(blockIdx.x) / blocks;
+    first = kv_head * group + static_cast<int>(blockIdx.x) % blocks * per_block;
+    count = min(per_block, (kv_head + 1) * group - first);
+  }
+};
+
+// What block (query heads, range, row) of either kernel attends to and where it writes.
 struct PagedBlock {
-  int head, row;
+  BlockHeads heads;
+  int row;
   int64_t begin, end;  // the range's positions
   PagedRows rows;
-  DecodeOutput output;
+  DecodeOutput output;  // the first head's
   __device__ explicit PagedBlock(const PagedParams& p)
-      : head(blockIdx.x), row(blockIdx.z), begin(int64_t{blockIdx.y} * p.span),
+      : heads(p.group, p.heads_per_block), row(blockIdx.z), begin(int64_t{blockIdx.y} * p.span),
         end(min(begin + p.span, attended_length(p.positions, row, p.reach))),
         rows{p.block_tables + int64_t{p.row_sequence[row]} * p.table_width,
              static_cast<unsigned>(p.block_size), p.blocks},
-        output{p.out, p.partial_out, p.partial_max_sum, int64_t{row} * p.n_heads + head,
+        output{p.out, p.partial_out, p.partial_max_sum, int64_t{row} * p.n_heads + heads.first,
                static_cast<int>(blockIdx.y), p.splits} {}
   __device__ const float* q(const PagedParams& p) const { return p.q + output.head_row * p.head_dim; }
-  __device__ int64_t kv_offset(const PagedParams& p) const { return int64_t{head / p.group} * p.head_dim; }
+  __device__ int64_t kv_offset(const PagedParams& p) const { return int64_t{heads.kv_head} * p.head_dim; }
 };
 
 // Any head_dim up to kPagedMaxHeadDim and any cache type: one position at a time per warp, lane l
@@ -96,7 +116,7 @@ struct PagedBlock {
 template <typename T>
 __global__ void paged_attention_kernel(const PagedParams p) {
   const PagedBlock b(p);
-  if (!decode_range_nonempty(b.begin, b.end, p.head_dim, b.output)) return;
+  if (!decode_range_nonempty(b.begin, b.end, p.head_dim, 1, b.output)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int per_lane = (p.head_dim + 31) / 32;
   const float* q = b.q(p);
@@ -141,25 +161,40 @@ __global__ void paged_attention_kernel(const PagedParams p) {
   store_merged_warps<kPagedWarps>(&acc_s[0][0], kPagedMaxHeadDim, m_s, l_s, p.head_dim, b.output);
 }
 
-// 16-bit caches, head_dim 32 · kDims: the chunk loop of the one-sequence decode kernel.
-template <typename T, int kDims>
+// 16-bit caches, head_dim 32 · kDims: the chunk loop of the one-sequence decode kernel, for
+// kHeads (p.heads_per_block) query heads of a KV head.
+template <typename T, int kDims, int kHeads>
 __global__ void __launch_bounds__(kPagedWarps * 32) paged_attention_streaming_kernel(const PagedParams p) {
   const PagedBlock b(p);
-  decode_attention_block<T, kDims>(b.q(p), p.scale, static_cast<const T*>(p.k_cache) + b.kv_offset(p),
-                                   static_cast<const T*>(p.v_cache) + b.kv_offset(p), p.kv_dim, b.begin,
-                                   b.end, b.rows, b.output);
+  const T* k = static_cast<const T*>(p.k_cache) + b.kv_offset(p);
+  const T* v = static_cast<const T*>(p.v_cache) + b.kv_offset(p);
+  decode_attention_block<T, kDims, kHeads>(b.q(p), b.heads.count, p.scale, k, v, p.kv_dim, b.begin, b.end, b.rows,
+                                           b.output);
+}
+
+// Whether a cache and head size take the streaming kernel: 16-bit rows of 64 or 128 values.
+bool paged_streams(DataType cache, int head_dim) {
+  return (cache == DataType::kFP16 || cache == DataType::kBF16) && (head_dim == 64 || head_dim == 128);
+}
+
+// The heads a block may take (paged_attention_layout): powers of two up to kPagedGroupHeads.
+template <typename T, int kDims>
+void launch_streaming(const PagedParams& p, dim3 grid, cudaStream_t stream) {
+  static_assert(kPagedGroupHeads == 4, "a kernel for each power of two up to kPagedGroupHeads");
+  if (p.heads_per_block == 4) {
+    paged_attention_streaming_kernel<T, kDims, 4><<<grid, kPagedWarps * 32, 0, stream>>>(p);
+  } else if (p.heads_per_block == 2) {
+    paged_attention_streaming_kernel<T, kDims, 2><<<grid, kPagedWarps * 32, 0, stream>>>(p);
+  } else {
+    paged_attention_streaming_kernel<T, kDims, 1><<<grid, kPagedWarps * 32, 0, stream>>>(p);
+  }
 }
 
 template <typename T>
-void launch_paged_attention(const PagedParams& p, dim3 grid, cudaStream_t stream) {
+void launch_paged_attention(const PagedParams& p, bool streams, dim3 grid, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float>) {
-    if (p.head_dim == 128) {
-      paged_attention_streaming_kernel<T, 4><<<grid, kPagedWarps * 32, 0, stream>>>(p);
-      return;
-    }
-    if (p.head_dim == 64) {
-      paged_attention_streaming_kernel<T, 2><<<grid, kPagedWarps * 32, 0, stream>>>(p);
-      return;
+    if (streams) {
+      return p.head_dim == 128 ? launch_streaming<T, 4>(p, grid, stream) : launch_streaming<T, 2>(p, grid, stream);
     }
   }
   paged_attention_kernel<T><<<grid, kPagedWarps * 32, 0, stream>>>(p);
@@ -204,21 +239,23 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   p.scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
   // Positions are int32, so no row reaches past 2^31 whatever the table's width.
   p.reach = std::min(paged.block_tables->dim(1) * paged.block_size, int64_t{INT32_MAX} + 1);
-  const AttentionSplits splits =
-      paged_attention_splits(tokens, p.reach, shape, cuda_backend(ctx).multiprocessors);
-  p.span = splits.span;
-  p.splits = splits.splits;
+  const bool streams = paged_streams(k_cache.dtype(), shape.head_dim);
+  const PagedLayout layout =
+      paged_attention_layout(tokens, p.reach, shape, cuda_backend(ctx).multiprocessors, streams);
+  p.heads_per_block = layout.heads_per_block;
+  p.span = layout.ranges.span;
+  p.splits = layout.ranges.splits;
   if (p.splits > 1) {
     KUIPER_ASSIGN_OR_RETURN(const AttentionPartials partials,
                             attention_partials(ctx, tokens * shape.n_heads * p.splits, shape.head_dim));
     p.partial_out = partials.out;
     p.partial_max_sum = partials.max_sum;
   }
-  const dim3 grid(static_cast<unsigned>(shape.n_heads), static_cast<unsigned>(p.splits),
-                  static_cast<unsigned>(tokens));
+  const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * paged_blocks_per_kv_head(p.group, p.heads_per_block)),
+                  static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));
   const cudaStream_t stream = as_cuda_stream(ctx.stream());
   return dispatch_float_type(k_cache.dtype(), [&](auto zero) -> Status {
-    launch_paged_attention<decltype(zero)>(p, grid, stream);
+    launch_paged_attention<decltype(zero)>(p, streams, grid, stream);
     KUIPER_CUDA_RETURN_IF_LAUNCH_FAILED("paged attention");
     if (p.splits > 1) {
       attention_combine_kernel<<<dim3(shape.n_heads, static_cast<unsigned>(tokens)), kCombineThreads, 0,
