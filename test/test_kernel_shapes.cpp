@@ -64,21 +64,22 @@ constexpr AttentionShape kLlama3{32, 8, 128};  // groups of 4 query heads
 TEST(PagedAttentionLayout, GroupsQueryHeadsWhileTheBlocksStillNumberOneAndAHalfAMultiprocessor) {
   // 198 blocks on 132 multiprocessors. LLaMA-3-8B in blocks of 4 heads: 32 rows (1,024 query
   // heads, 6 blocks of one head a multiprocessor) go unsplit, 256 blocks; 8 rows take ranges
-  // until 64 blocks reach 2,112, which tables of 4,160 positions (17 units of 256) cap at 17:
-  // 1,088 blocks. One row of 8 blocks in 17 ranges is 136: blocks of one head.
-  op::PagedLayout l = op::paged_attention_layout(32, 4160, kLlama3, kH100, true);
+  // until 64 blocks reach 2,112, which tables of 4,464 positions (18 units of 256; llama_bench's
+  // for contexts up to 4096) cap at 18: 1,152 blocks. One row of 8 blocks in 18 ranges is 144:
+  // blocks of one head.
+  op::PagedLayout l = op::paged_attention_layout(32, 4464, kLlama3, kH100, true);
   EXPECT_EQ(l.heads_per_block, 4);
   EXPECT_EQ(l.ranges.splits, 1);
-  l = op::paged_attention_layout(8, 4160, kLlama3, kH100, true);
+  l = op::paged_attention_layout(8, 4464, kLlama3, kH100, true);
   EXPECT_EQ(l.heads_per_block, 4);
-  EXPECT_EQ(l.ranges.splits, 17);
+  EXPECT_EQ(l.ranges.splits, 18);
   EXPECT_EQ(l.ranges.span, 256);
-  EXPECT_EQ(paged_attention_splits(8, 4160, kLlama3, kH100).splits, 9);  // 256 blocks of one head want 9
-  l = op::paged_attention_layout(1, 4160, kLlama3, kH100, true);
+  EXPECT_EQ(paged_attention_splits(8, 4464, kLlama3, kH100).splits, 9);  // 256 blocks of one head want 9
+  l = op::paged_attention_layout(1, 4464, kLlama3, kH100, true);
   EXPECT_EQ(l.heads_per_block, 1);
-  EXPECT_EQ(l.ranges.splits, 17);
+  EXPECT_EQ(l.ranges.splits, 18);
   EXPECT_EQ(op::paged_attention_layout(2, 512, kLlama3, kH100, true).heads_per_block, 1);  // 16 blocks, 2 ranges
-  EXPECT_EQ(op::paged_attention_layout(32, 4160, kLlama3, kH100, false).heads_per_block, 1);  // not a 16-bit cache
+  EXPECT_EQ(op::paged_attention_layout(32, 4464, kLlama3, kH100, false).heads_per_block, 1);  // not a 16-bit cache
   EXPECT_EQ(op::paged_attention_layout(64, 4096, kLlama2, kH100, true).heads_per_block, 1);   // groups of one
   // Groups of 3 take blocks of 2 (and 1), groups of 7 of 4 (and 3): two blocks a KV head.
   EXPECT_EQ(op::paged_attention_layout(64, 4096, AttentionShape{6, 2, 64}, kH100, true).heads_per_block, 2);

@@ -57,12 +57,12 @@ struct AttentionSplits {
 // where their query heads alone would fill the GPU, as for blocks of one head (there fewer,
 // longer blocks measured faster); otherwise its ranges are counted on its own blocks. It is
 // taken only while its blocks, ranges counted, number kPagedGroupedBlocksPerMultiprocessor a
-// multiprocessor. H200, LLaMA-3-8B bf16 (groups of 4), tables of 4,160 positions (17 units),
+// multiprocessor. H200, LLaMA-3-8B bf16 (groups of 4), tables of 4,464 positions (18 units),
 // tokens/s of a step in blocks of 4 heads / of 1 head (ranges a row):
 //  - 32 rows of 4096 positions: 2,062 (1: 256 blocks) / 1,685 (1); in 9 ranges 4 heads gave 1,933;
 //  - 32 rows of 512: 4,920 (1) / 4,599 (1); in 9 ranges 4 heads gave 4,185;
-//  - 8 rows of 4096: 1,031 (17: 1,088 blocks) / 951 (9); in 9 ranges 4 heads gave 1,013;
-//  - 8 rows of 512: 1,430 (17, of which 2 hold positions) / 1,370 (9); in 9 ranges 4 heads gave 1,287.
+//  - 8 rows of 4096: 1,031 (18: 1,152 blocks) / 951 (9); in 9 ranges 4 heads gave 1,013;
+//  - 8 rows of 512: 1,430 (18, of which 2 hold positions) / 1,370 (9); in 9 ranges 4 heads gave 1,287.
 inline constexpr int kPagedGroupHeads = 4;
 inline constexpr double kPagedGroupedBlocksPerMultiprocessor = 1.5;
 // Blocks a KV head of `group` query heads takes at `heads_per_block` heads a block (the last of
