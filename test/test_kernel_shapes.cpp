@@ -87,6 +87,7 @@ TEST(PagedAttentionLayout, GroupsQueryHeadsWhileTheBlocksStillNumberOneAndAHalfA
   EXPECT_EQ(l.heads_per_block, 4);
   EXPECT_EQ(l.ranges.splits, 1);  // 1,792 query heads
   EXPECT_EQ(op::paged_blocks_per_kv_head(7, 4), 2);
+  EXPECT_EQ(op::paged_blocks_per_range(AttentionShape{28, 4, 128}, 4), 8);  // 4 KV heads, blocks of 4 and 3
 }
 
 TEST(PagedAttentionLayout, GroupedBlocksKeepTheirNumberAndRanges) {

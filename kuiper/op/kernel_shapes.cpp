@@ -61,10 +61,8 @@ AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const Attent
                                        int multiprocessors, int heads_per_block) {
   // In units of kPagedSplitMinRows positions, the least a range holds.
   const int64_t units = std::max<int64_t>(1, (reach + kPagedSplitMinRows - 1) / kPagedSplitMinRows);
-  const int group = shape.n_heads / std::max(shape.n_kv_heads, 1);
   const int64_t head_blocks = std::max<int64_t>(1, rows * shape.n_heads);
-  const int64_t blocks =
-      std::max<int64_t>(1, rows * shape.n_kv_heads * paged_blocks_per_kv_head(group, heads_per_block));
+  const int64_t blocks = std::max<int64_t>(1, rows * paged_blocks_per_range(shape, heads_per_block));
   const int64_t target = int64_t{kPagedSplitBlocksPerMultiprocessor} * multiprocessors;
   const bool fills = head_blocks >= int64_t{kPagedUnsplitBlocksPerMultiprocessor} * multiprocessors;
   const int64_t wanted =
@@ -76,15 +74,14 @@ AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const Attent
 
 PagedLayout paged_attention_layout(int64_t rows, int64_t reach, const AttentionShape& shape, int multiprocessors,
                                    bool can_group) {
-  const int group = shape.n_heads / std::max(shape.n_kv_heads, 1);
   int heads = 1;
-  while (can_group && heads * 2 <= std::min(group, kPagedGroupHeads)) heads *= 2;
-  const AttentionSplits ranges = paged_attention_splits(rows, reach, shape, multiprocessors, heads);
-  const int64_t blocks = rows * shape.n_kv_heads * paged_blocks_per_kv_head(group, heads) * ranges.splits;
-  if (heads == 1 || blocks < kPagedGroupedBlocksPerMultiprocessor * multiprocessors) {
-    return {1, paged_attention_splits(rows, reach, shape, multiprocessors)};
+  while (can_group && heads * 2 <= std::min(shape.group(), kPagedGroupHeads)) heads *= 2;
+  if (heads > 1) {
+    const AttentionSplits ranges = paged_attention_splits(rows, reach, shape, multiprocessors, heads);
+    const int64_t blocks = rows * paged_blocks_per_range(shape, heads) * ranges.splits;
+    if (blocks >= kPagedGroupedBlocksPerMultiprocessor * multiprocessors) return {heads, ranges};
   }
-  return {heads, ranges};
+  return {1, paged_attention_splits(rows, reach, shape, multiprocessors)};
 }
 
 size_t paged_attention_partials_bytes(int64_t max_rows, int64_t reach, const AttentionShape& shape,

@@ -66,9 +66,13 @@ struct AttentionSplits {
 inline constexpr int kPagedGroupHeads = 4;
 inline constexpr double kPagedGroupedBlocksPerMultiprocessor = 1.5;
 // Blocks a KV head of `group` query heads takes at `heads_per_block` heads a block (the last of
-// them holds the rest where heads_per_block does not divide the group).
+// them holds the rest where heads_per_block does not divide the group), and the blocks of a row's
+// range, one per KV head's share.
 constexpr int paged_blocks_per_kv_head(int group, int heads_per_block) {
   return (group + heads_per_block - 1) / heads_per_block;
+}
+constexpr int paged_blocks_per_range(const AttentionShape& shape, int heads_per_block) {
+  return shape.n_kv_heads * paged_blocks_per_kv_head(shape.group(), heads_per_block);
 }
 
 // The ranges for `rows` rows whose block tables reach `reach` positions, on a GPU of

@@ -25,8 +25,9 @@ namespace kuiper::op {
 
 struct AttentionShape {
   int n_heads = 0;
-  int n_kv_heads = 0;  // divides n_heads; n_heads / n_kv_heads query heads share one KV head
+  int n_kv_heads = 0;  // divides n_heads
   int head_dim = 0;
+  constexpr int group() const { return n_heads / n_kv_heads; }  // query heads that share one KV head
 };
 
 // out[t, :] = table[tokens[t], :] (dequantized when the table is int8 or int4). tokens: int32 [T].

@@ -127,7 +127,7 @@ void attend_rows(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
   const int64_t tokens = positions.numel();
   const int64_t q_dim = static_cast<int64_t>(n_heads) * hd, kv_dim = k_cache.dim(-1);
   const int32_t* pos = positions.data<int32_t>();
-  const int group = n_heads / shape.n_kv_heads;
+  const int group = shape.group();
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const int64_t jobs = tokens * n_heads;
   int64_t longest = 0;

@@ -73,7 +73,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.out = attention_output(out, out_quantized);
   p.n_heads = shape.n_heads;
   p.head_dim = shape.head_dim;
-  p.group = shape.n_heads / shape.n_kv_heads;
+  p.group = shape.group();
   p.blocks_per_kv_head = (p.group + kMaxGroup - 1) / kMaxGroup;
   p.context = context;
   p.kv_dim = k_cache.dim(-1);

@@ -197,7 +197,7 @@ __device__ __forceinline__ void fold_chunk(DecodeSoftmax<kDims> (&sm)[kHeads], c
   for (int offset = kLanesPerValue; offset < kLanesPerValue * kChunk; offset *= 2) {
     chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
   }
-  float new_max[kHeads], my_max = -INFINITY;
+  float my_max = -INFINITY;
   bool folds[kHeads];
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) {
@@ -206,11 +206,11 @@ __device__ __forceinline__ void fold_chunk(DecodeSoftmax<kDims> (&sm)[kHeads], c
     // kLookup: no position of the chunk has a row. Otherwise some position is valid, and the
     // maximum finite.
     folds[h] = !kLookup || head_max != -INFINITY;
-    new_max[h] = fmaxf(sm[h].m, head_max);
-    if (h == my_head) my_max = new_max[h];
+    const float new_max = fmaxf(sm[h].m, head_max);
+    if (h == my_head) my_max = new_max;
     if (!folds[h]) continue;
-    const float rescale = expf(sm[h].m - new_max[h]);  // 0 on the first chunk
-    sm[h].m = new_max[h];
+    const float rescale = expf(sm[h].m - new_max);  // 0 on the first chunk
+    sm[h].m = new_max;
     sm[h].l *= rescale;
 #pragma unroll
     for (int d = 0; d < kDims; ++d) sm[h].acc[d] *= rescale;
@@ -234,10 +234,9 @@ __device__ __forceinline__ void fold_chunk(DecodeSoftmax<kDims> (&sm)[kHeads], c
 // One block of kDecodeAttentionWarps warps: `heads` (at most kHeads) consecutive query heads of
 // one KV head (the first at q_first, head_dim = 32 · kDims values each) over positions
 // [begin, end) of its sequence, position j's K and V in cache row row_of(j) (k_base and v_base
-// point at the KV head in cache row 0, rows kv_dim elements apart). The KV head's rows are read
-// once for all of its query heads: a KV head of grouped-query attention is shared by several
-// (four in LLaMA-3-8B), and one block per query head read its rows that many times. Each warp
-// keeps two chunks in flight: the next one loads while the current one is folded in, so a warp
+// point at the KV head in cache row 0, rows kv_dim elements apart). Several heads share the
+// loads of their KV head's rows and the lane work of each chunk (fold_chunk). Each warp keeps
+// two chunks in flight: the next one loads while the current one is folded in, so a warp
 // that walks several chunks pays one round trip, not one per chunk. A block of fewer than kHeads
 // heads folds its first head's query in the rest and writes only its own.
 template <typename T, int kDims, int kHeads, typename RowOf>

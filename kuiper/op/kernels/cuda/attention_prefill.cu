@@ -33,7 +33,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.out = attention_output(out);
   p.tokens = static_cast<int>(positions.numel());
   p.n_heads = shape.n_heads;
-  p.group = shape.n_heads / shape.n_kv_heads;
+  p.group = shape.group();
   p.context = k_cache.dim(0);
   p.kv_dim = k_cache.dim(-1);
   p.q_scale = static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kHeadDim)));

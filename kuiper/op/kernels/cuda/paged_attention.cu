@@ -233,7 +233,7 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   p.block_size = paged.block_size;
   p.blocks = static_cast<int>(k_cache.dim(0) / paged.block_size);
   p.n_heads = shape.n_heads;
-  p.group = shape.n_heads / shape.n_kv_heads;
+  p.group = shape.group();
   p.head_dim = shape.head_dim;
   p.kv_dim = k_cache.dim(-1);
   p.scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
@@ -251,7 +251,7 @@ Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
     p.partial_out = partials.out;
     p.partial_max_sum = partials.max_sum;
   }
-  const dim3 grid(static_cast<unsigned>(shape.n_kv_heads * paged_blocks_per_kv_head(p.group, p.heads_per_block)),
+  const dim3 grid(static_cast<unsigned>(paged_blocks_per_range(shape, p.heads_per_block)),
                   static_cast<unsigned>(p.splits), static_cast<unsigned>(tokens));
   const cudaStream_t stream = as_cuda_stream(ctx.stream());
   return dispatch_float_type(k_cache.dtype(), [&](auto zero) -> Status {
