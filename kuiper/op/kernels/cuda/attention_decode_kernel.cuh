@@ -315,14 +315,11 @@ __device__ __forceinline__ void decode_attention_block(const float* q_first, int
 
 // Called by every block of a head whose range held a position, after it wrote its partial
 // result: the block that arrives last on the head's counter (of `used` blocks) merges the
-// partial results as attention_combine_kernel does and writes the output, then sets the counter
-// back to zero for the next step (or the next replay of a graph). This spares a step one launch
-// and one wait per layer.
-template <int kHd>
-__device__ __forceinline__ void merge_ranges_if_last(int* arrival, int used, const DecodeOutput& o) {
+// partial results (merge_splits, as attention_combine_kernel does) and writes the output, then
+// sets the counter back to zero for the next step (or the next replay of a graph). This spares a
+// step one launch and one wait per layer.
+__device__ __forceinline__ void merge_ranges_if_last(int* arrival, int used, int head_dim, const DecodeOutput& o) {
   __shared__ bool last_s;
-  __shared__ float weight_s[kDecodeMaxSplits];
-  __shared__ float warp_s[kDecodeAttentionWarps];
   __threadfence();  // this block's partial result is visible to the block that merges
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -334,47 +331,10 @@ __device__ __forceinline__ void merge_ranges_if_last(int* arrival, int used, con
   }
   __syncthreads();
   if (!last_s) return;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const auto block_reduce = [&](float v, auto op) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    if (lane == 0) warp_s[warp] = v;
-    __syncthreads();
-    float all = warp_s[0];
-#pragma unroll
-    for (int w = 1; w < kDecodeAttentionWarps; ++w) all = op(all, warp_s[w]);
-    __syncthreads();  // warp_s is reused
-    return all;
-  };
   // The other blocks' results are read through L2 (__ldcg), past this multiprocessor's L1, which
   // other multiprocessors' writes do not update.
-  const float2* max_sum = reinterpret_cast<const float2*>(o.partial_max_sum) + o.head_row * o.splits;
-  float local_max = -INFINITY, local_sum = 0.f;
-  float2 mine[kDecodeMaxSplits / (kDecodeAttentionWarps * 32)];
-#pragma unroll
-  for (int i = 0; i < kDecodeMaxSplits / (kDecodeAttentionWarps * 32); ++i) {
-    const int s = threadIdx.x + i * kDecodeAttentionWarps * 32;
-    mine[i] = s < used ? __ldcg(max_sum + s) : make_float2(-INFINITY, 0.f);
-    local_max = fmaxf(local_max, mine[i].x);
-  }
-  const float global_max = block_reduce(local_max, [](float a, float b) { return fmaxf(a, b); });
-#pragma unroll
-  for (int i = 0; i < kDecodeMaxSplits / (kDecodeAttentionWarps * 32); ++i) {
-    const int s = threadIdx.x + i * kDecodeAttentionWarps * 32;
-    if (s < used) {
-      const float w = expf(mine[i].x - global_max);
-      weight_s[s] = w;
-      local_sum += mine[i].y * w;
-    }
-  }
-  const float denominator = block_reduce(local_sum, [](float a, float b) { return a + b; });
-  for (int e = threadIdx.x; e < kHd; e += blockDim.x) {  // whole warps, as a quantized output needs
-    const float* partial = o.partial_out + o.head_row * o.splits * kHd + e;
-    float numerator = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < used; ++s) numerator += __ldcg(partial + static_cast<int64_t>(s) * kHd) * weight_s[s];
-    o.out.store(o.head_row * kHd + e, numerator / denominator);
-  }
+  merge_splits<kDecodeAttentionWarps * 32>(o.partial_out, o.partial_max_sum, o.head_row, o.splits, used, head_dim,
+                                           o.out, [](const float* p) { return __ldcg(p); });
 }
 
 namespace {  // internal linkage, as attention_kernels.cuh's kernels
@@ -397,7 +357,7 @@ __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
   const DecodeOutput o{p.out, p.partial_out, p.partial_max_sum, head, split, whole ? 1 : p.splits};
   decode_attention_block<T, kDims, 1>(p.q + head * kHd, 1, p.scale, p.k_cache + kv_offset, p.v_cache + kv_offset,
                                       p.kv_dim, begin, end, ContiguousRows{}, o);
-  if (p.arrivals != nullptr && !whole && begin < end) merge_ranges_if_last<kHd>(p.arrivals + head, used, o);
+  if (p.arrivals != nullptr && !whole && begin < end) merge_ranges_if_last(p.arrivals + head, used, kHd, o);
 }
 
 }  // namespace

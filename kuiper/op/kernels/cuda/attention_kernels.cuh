@@ -282,13 +282,63 @@ struct MaxOf {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-// Merges the splits of one (query row, head): out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M), or zeros
-// where no split read a position (a row without positions; a paged row none of whose positions
-// the block table finds). Block (head, t). The split weights are computed once into shared
-// memory; then each thread sums one output dimension over a strided subset of the splits
-// (several loads in flight), and the subsets are added up through shared memory.
-// Where out asks for it (one query row, head_dim a multiple of 32), the output also goes
-// quantized in halves of 16 (int8_halves.cuh), for the int8 or int4 GEMV after attention.
+// Merges the `used` splits of one (query row, head), head row `head_row` (split s's
+// unnormalised output at partial_out[(head_row · splits + s) · head_dim], its maximum and sum at
+// partial_max_sum[(head_row · splits + s) · 2]): out = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M), or
+// zeros where no split read a position (a row without positions; a paged row none of whose
+// positions the block table finds). Every thread of a block of kThreads calls it; `load` reads
+// what the splits wrote (from another kernel, or from other blocks of this one). The split
+// weights are computed once into shared memory; then each thread sums one output dimension over
+// a strided subset of the splits (several loads in flight), and the subsets are added up
+// through shared memory. Where out asks for it (one query row, head_dim a multiple of 32), the
+// output also goes quantized in halves of 16 (int8_halves.cuh), for the int8 or int4 GEMV after
+// attention.
+template <int kThreads, typename Load>
+__device__ __forceinline__ void merge_splits(const float* partial_out, const float* partial_max_sum, int64_t head_row,
+                                             int splits, int used, int head_dim, const AttentionOutput& out,
+                                             Load load) {
+  using Reduce = cub::BlockReduce<float, kThreads>;
+  __shared__ typename Reduce::TempStorage reduce_storage;
+  __shared__ float weight_s[kDecodeMaxSplits];
+  __shared__ float sums_s[kThreads];
+  __shared__ float global_max_s, denominator_s;
+  const int tid = threadIdx.x;
+  const float* max_sum = partial_max_sum + head_row * splits * 2;
+
+  float local_max = -INFINITY;
+  for (int s = tid; s < used; s += kThreads) local_max = fmaxf(local_max, load(max_sum + 2 * s));
+  const float block_max = Reduce(reduce_storage).Reduce(local_max, MaxOf{});
+  if (tid == 0) global_max_s = block_max;
+  __syncthreads();
+  float local_denominator = 0.f;
+  for (int s = tid; s < used; s += kThreads) {
+    const float w = expf(load(max_sum + 2 * s) - global_max_s);
+    weight_s[s] = w;
+    local_denominator += load(max_sum + 2 * s + 1) * w;
+  }
+  __syncthreads();  // reduce_storage is reused
+  const float denominator = Reduce(reduce_storage).Sum(local_denominator);
+  if (tid == 0) denominator_s = denominator;
+  __syncthreads();
+
+  const int phases = kThreads / head_dim;  // head_dim <= kThreads
+  const int d = tid % head_dim, phase = tid / head_dim;
+  float numerator = 0.f;
+  if (phase < phases) {
+    const float* o = partial_out + head_row * splits * head_dim + d;
+#pragma unroll 8
+    for (int s = phase; s < used; s += phases) numerator += load(o + static_cast<int64_t>(s) * head_dim) * weight_s[s];
+  }
+  sums_s[tid] = numerator;
+  __syncthreads();
+  if (tid < head_dim) {  // whole warps, as a quantized output needs
+    float total = 0.f;
+    for (int k = 0; k < phases; ++k) total += sums_s[k * head_dim + tid];
+    out.store(head_row * head_dim + tid, denominator_s > 0.f ? total / denominator_s : 0.f);
+  }
+}
+
+// The combine kernel: block (head, t) merges query row t's splits of one head (merge_splits).
 // One sequence's decode over the tiled kernel launches it overlapped (launch.cuh; the streaming
 // kernel merges its ranges itself): it waits for the decode kernel, and
 // lets the GEMV after it start only once it is done; letting the GEMV stream its first weights
@@ -298,48 +348,11 @@ __global__ void __launch_bounds__(kCombineThreads)
                              const int32_t* positions, int64_t context, int n_heads,
                              int head_dim, int span, int splits, AttentionOutput out) {
   wait_for_previous_kernel();  // the partial results are written by the decode kernel
-  using Reduce = cub::BlockReduce<float, kCombineThreads>;
-  __shared__ typename Reduce::TempStorage reduce_storage;
-  __shared__ float weight_s[kDecodeMaxSplits];
-  __shared__ float sums_s[kCombineThreads];
-  __shared__ float global_max_s, denominator_s;
-  const int head = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+  const int head = blockIdx.x, t = blockIdx.y;
   const int64_t length = attended_length(positions, t, context);
   const int used = static_cast<int>((length + span - 1) / span);
-  const int64_t head_row = static_cast<int64_t>(t) * n_heads + head;
-  const float* max_sum = partial_max_sum + head_row * splits * 2;
-
-  float local_max = -INFINITY;
-  for (int s = tid; s < used; s += kCombineThreads) local_max = fmaxf(local_max, load_after_wait(max_sum + 2 * s));
-  const float block_max = Reduce(reduce_storage).Reduce(local_max, MaxOf{});
-  if (tid == 0) global_max_s = block_max;
-  __syncthreads();
-  float local_denominator = 0.f;
-  for (int s = tid; s < used; s += kCombineThreads) {
-    const float w = expf(load_after_wait(max_sum + 2 * s) - global_max_s);
-    weight_s[s] = w;
-    local_denominator += load_after_wait(max_sum + 2 * s + 1) * w;
-  }
-  __syncthreads();  // reduce_storage is reused
-  const float denominator = Reduce(reduce_storage).Sum(local_denominator);
-  if (tid == 0) denominator_s = denominator;
-  __syncthreads();
-
-  const int phases = kCombineThreads / head_dim;  // head_dim <= kMaxHeadDim < threads
-  const int d = tid % head_dim, phase = tid / head_dim;
-  float numerator = 0.f;
-  if (phase < phases) {
-    const float* o = partial_out + head_row * splits * head_dim + d;
-#pragma unroll 8
-    for (int s = phase; s < used; s += phases) numerator += load_after_wait(o + static_cast<int64_t>(s) * head_dim) * weight_s[s];
-  }
-  sums_s[tid] = numerator;
-  __syncthreads();
-  if (tid < head_dim) {  // whole warps, as a quantized output needs
-    float total = 0.f;
-    for (int k = 0; k < phases; ++k) total += sums_s[k * head_dim + tid];
-    out.store(head_row * head_dim + tid, denominator_s > 0.f ? total / denominator_s : 0.f);
-  }
+  merge_splits<kCombineThreads>(partial_out, partial_max_sum, static_cast<int64_t>(t) * n_heads + head, splits, used,
+                                head_dim, out, [](const float* p) { return load_after_wait(p); });
   let_next_kernel_start();
 }
 

@@ -35,12 +35,20 @@ StatusOr<std::unique_ptr<BackendState>> create_backend_state(Stream stream, Allo
   KUIPER_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(counters, 0, kHeadArrivalCounters * sizeof(int), as_cuda_stream(stream)));
   KUIPER_RETURN_IF_ERROR(cublas_status(cublasCreate(&state->cublas), "cublasCreate"));
-  // The handle serves this context's stream only, so stream and workspace are set once here
-  // (setting the stream resets the workspace to cuBLAS's own pool, hence the order).
+  // The handle serves this context's stream only, so the stream is set once here; each call
+  // sets the workspace it may use (cublas_handle), never cuBLAS's own pool, which a graph being
+  // recorded cannot use.
   KUIPER_RETURN_IF_ERROR(cublas_status(cublasSetStream(state->cublas, as_cuda_stream(stream)), "cublasSetStream"));
-  KUIPER_RETURN_IF_ERROR(cublas_status(
-      cublasSetWorkspace(state->cublas, state->cublas_workspace, kCublasWorkspaceBytes), "cublasSetWorkspace"));
   return std::unique_ptr<BackendState>(std::move(state));
+}
+
+StatusOr<cublasHandle_t> cublas_handle(const ExecutionContext& ctx, bool with_workspace) {
+  CudaBackendState& state = cuda_backend(ctx);
+  KUIPER_RETURN_IF_ERROR(cublas_status(
+      cublasSetWorkspace(state.cublas, with_workspace ? state.cublas_workspace : nullptr,
+                         with_workspace ? kCublasWorkspaceBytes : 0),
+      "cublasSetWorkspace"));
+  return state.cublas;
 }
 
 }  // namespace cuda

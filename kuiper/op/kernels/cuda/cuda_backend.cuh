@@ -34,6 +34,10 @@ CudaBackendState& cuda_backend(const ExecutionContext& ctx);
 
 Status cublas_status(cublasStatus_t status, const char* what);
 
+// The context's cuBLAS handle, set to use the context's workspace or none: without one cuBLAS
+// cannot pick the algorithms that need it (split-K with a separate reduce kernel among them).
+StatusOr<cublasHandle_t> cublas_handle(const ExecutionContext& ctx, bool with_workspace);
+
 // Calls `configure` (returning Status) the first time `kernel` is launched through `ctx`.
 template <typename Configure>
 Status configure_kernel_once(const ExecutionContext& ctx, const void* kernel, Configure&& configure) {

@@ -39,6 +39,13 @@ constexpr cudaDataType_t cuda_data_type() {
   return CUDA_R_16BF;
 }
 
+// A GEMM of at most this many tokens (a decode step of the engine's sequences) runs without
+// cuBLAS's workspace. With one, cuBLAS splits such GEMMs along K and sums the splits in a second
+// kernel, whose launch and the wait before it cost a batched step more than the split gains
+// (H200, LLaMA-2-7B bf16, 8 / 32 sequences at context 512: 4.3% / 3.2% faster without); prefill
+// keeps it (512 tokens: 1.6% slower without). Measurements: docs/performance.md.
+constexpr int64_t kGemmWithoutWorkspaceMaxTokens = 32;
+
 template <typename T>
 Status gemm(const Tensor& in, const Weight& weight, Tensor& out, const ExecutionContext& ctx) {
   const int64_t rows = weight.rows(), cols = weight.cols(), tokens = in.numel() / cols;
@@ -52,8 +59,9 @@ Status gemm(const Tensor& in, const Weight& weight, Tensor& out, const Execution
   // cols] read column-major is Wᵀ (hence OP_T) and row-major in[T, cols] is inᵀ.
   const float alpha = 1.f, beta = 0.f;
   constexpr cudaDataType_t type = cuda_data_type<T>();
+  KUIPER_ASSIGN_OR_RETURN(cublasHandle_t cublas, cublas_handle(ctx, tokens > kGemmWithoutWorkspaceMaxTokens));
   return cublas_status(
-      cublasGemmEx(cuda_backend(ctx).cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+      cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
                    static_cast<int>(tokens), static_cast<int>(cols), &alpha,
                    weight.values.raw_data(), type, static_cast<int>(cols), b, type,
                    static_cast<int>(cols), &beta, out.raw_data(), CUDA_R_32F,
