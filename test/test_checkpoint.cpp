@@ -13,6 +13,8 @@
 namespace kuiper {
 namespace {
 
+using test::expect_load_refused;
+
 const std::string kStoriesModel = "models/stories260K/stories260K.bin";
 
 void append_fp32(std::vector<char>& out, const Tensor& t) {
@@ -42,13 +44,6 @@ std::vector<char> make_v0_file(const Checkpoint& ckpt) {
   out.resize(out.size() + sizeof(float) * c.max_seq_len * c.head_dim(), 0);  // freq_cis tables
   if (!c.shared_classifier) append_fp32(out, w.classifier.values);
   return out;
-}
-
-void expect_refused(const std::string& path, const std::string& message_part) {
-  auto ckpt = load_checkpoint(path);
-  ASSERT_FALSE(ckpt.ok()) << path << " was accepted";
-  EXPECT_NE(ckpt.status().message().find(message_part), std::string::npos) << ckpt.status().to_string();
-  EXPECT_EQ(ckpt.status().message().find('\n'), std::string::npos) << "errors are one line";
 }
 
 TEST(Checkpoint, StoriesV0Header) {
@@ -107,19 +102,19 @@ TEST(Checkpoint, RefusesTruncatedAndPaddedFiles) {
   const std::string dir = test::scratch_dir("truncated");
   const auto good = test::read_bytes(test::source_path(kStoriesModel));
   test::write_bytes(dir + "/short.bin", std::vector<char>(good.begin(), good.end() - 100));
-  expect_refused(dir + "/short.bin", "short.bin");
+  expect_load_refused(dir + "/short.bin", "short.bin");
   test::write_bytes(dir + "/header_only.bin", std::vector<char>(good.begin(), good.begin() + 20));
-  expect_refused(dir + "/header_only.bin", "header_only.bin");
+  expect_load_refused(dir + "/header_only.bin", "header_only.bin");
   auto padded = good;
   padded.resize(padded.size() + 8, 0);
   test::write_bytes(dir + "/padded.bin", padded);
-  expect_refused(dir + "/padded.bin", "padded.bin");
+  expect_load_refused(dir + "/padded.bin", "padded.bin");
 
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint v0, load_checkpoint(test::source_path(kStoriesModel)));
   KUIPER_ASSERT_OK(save_llama2c_v1(v0, dir + "/v1.bin"));
   const auto v1 = test::read_bytes(dir + "/v1.bin");
   test::write_bytes(dir + "/v1_short.bin", std::vector<char>(v1.begin(), v1.end() - 4));
-  expect_refused(dir + "/v1_short.bin", "implies");
+  expect_load_refused(dir + "/v1_short.bin", "implies");
 }
 
 TEST(Checkpoint, RefusesCorruptHeaders) {
@@ -131,35 +126,35 @@ TEST(Checkpoint, RefusesCorruptHeaders) {
   auto bad_version = v1;
   bad_version[4] = 7;
   test::write_bytes(dir + "/version.bin", bad_version);
-  expect_refused(dir + "/version.bin", "version.bin");
+  expect_load_refused(dir + "/version.bin", "version.bin");
 
   auto heads = v1;
   const int32_t seven_heads = 7;  // 64 is not divisible by 7
   std::memcpy(heads.data() + 8 + 3 * 4, &seven_heads, 4);
   test::write_bytes(dir + "/heads.bin", heads);
-  expect_refused(dir + "/heads.bin", "divisible");
+  expect_load_refused(dir + "/heads.bin", "divisible");
 
   auto negative = v1;
   const int32_t minus = -64;
   std::memcpy(negative.data() + 8, &minus, 4);
   test::write_bytes(dir + "/negative.bin", negative);
-  expect_refused(dir + "/negative.bin", "positive");
+  expect_load_refused(dir + "/negative.bin", "positive");
 
   auto bad_flag = v1;
   bad_flag[8 + 7 * 4] = 9;
   test::write_bytes(dir + "/flag.bin", bad_flag);
-  expect_refused(dir + "/flag.bin", "flag");
+  expect_load_refused(dir + "/flag.bin", "flag");
 }
 
 TEST(Checkpoint, RefusesFilesThatAreNotCheckpoints) {
   const std::string dir = test::scratch_dir("not_checkpoints");
-  expect_refused(dir + "/missing.bin", "no such file");
+  expect_load_refused(dir + "/missing.bin", "no such file");
   test::write_bytes(dir + "/empty.bin", {});
-  expect_refused(dir + "/empty.bin", "empty");
+  expect_load_refused(dir + "/empty.bin", "empty");
   test::write_bytes(dir + "/text.bin", std::vector<char>(1000, 'x'));
-  expect_refused(dir + "/text.bin", "not a checkpoint format");
+  expect_load_refused(dir + "/text.bin", "not a checkpoint format");
   // A tokenizer is a real file of the wrong kind.
-  expect_refused(test::source_path("models/stories260K/tok512.model"), "not a checkpoint format");
+  expect_load_refused(test::source_path("models/stories260K/tok512.model"), "not a checkpoint format");
 
   auto forced = load_checkpoint(test::source_path(kStoriesModel), {"no-such-format"});
   ASSERT_FALSE(forced.ok());

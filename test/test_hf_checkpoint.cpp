@@ -26,6 +26,7 @@
 namespace kuiper {
 namespace {
 
+using test::expect_load_refused;
 using test::read_bytes;
 using test::write_bytes;
 using test::last_logits;
@@ -101,13 +102,6 @@ Checkpoint load_or_die(const std::string& path) {
   auto ckpt = load_checkpoint(path);
   CHECK(ckpt.ok()) << ckpt.status().to_string();
   return std::move(ckpt).value();
-}
-
-void expect_refused(const std::string& path, const std::string& message_part) {
-  auto ckpt = load_checkpoint(path);
-  ASSERT_FALSE(ckpt.ok()) << path << " was accepted";
-  EXPECT_NE(ckpt.status().message().find(message_part), std::string::npos) << ckpt.status().to_string();
-  EXPECT_EQ(ckpt.status().message().find('\n'), std::string::npos) << "errors are one line";
 }
 
 // A scratch copy of a fixture directory, to damage.
@@ -419,8 +413,8 @@ TEST(HfCheckpointErrors, DamagedSafetensors) {
                           const std::string& message_part) {
     const std::string dir = copy_model(kLlama3, name);
     damage(dir + "/model.safetensors");
-    expect_refused(dir, message_part);
-    expect_refused(dir, "model.safetensors");
+    expect_load_refused(dir, message_part);
+    expect_load_refused(dir, "model.safetensors");
   };
   const auto header_edit = [](const std::function<void(json&)>& edit) {
     return [edit](const std::string& path) { edit_header(path, edit); };
@@ -479,30 +473,30 @@ TEST(HfCheckpointErrors, MissingTensorAndMissingShard) {
     if (name != "model.layers.1.mlp.up_proj.weight") KUIPER_ASSERT_OK(writer.add(name, *good.tensor(name)));
   }
   KUIPER_ASSERT_OK(writer.write(dir + "/model.safetensors"));
-  expect_refused(dir, "tensor 'model.layers.1.mlp.up_proj.weight' is missing from model.safetensors");
+  expect_load_refused(dir, "tensor 'model.layers.1.mlp.up_proj.weight' is missing from model.safetensors");
 
   const std::string sharded = copy_model(kLlama2Sharded, "missing_shard");
   fs::remove(sharded + "/model-00002-of-00003.safetensors");
-  expect_refused(sharded, "lists shard 'model-00002-of-00003.safetensors', which cannot be read");
+  expect_load_refused(sharded, "lists shard 'model-00002-of-00003.safetensors', which cannot be read");
 
   const std::string escaping = copy_model(kLlama2Sharded, "escaping_shard");
   json index = read_json(escaping + "/model.safetensors.index.json");
   index["weight_map"]["model.norm.weight"] = "../llama3_tiny/model.safetensors";
   write_json(escaping + "/model.safetensors.index.json", index);
-  expect_refused(escaping, "is not a file name in the model directory");
+  expect_load_refused(escaping, "is not a file name in the model directory");
 
   const std::string lying = copy_model(kLlama2Sharded, "lying_index");
   index = read_json(lying + "/model.safetensors.index.json");
   index["weight_map"]["model.norm.weight"] = "model-00001-of-00003.safetensors";
   write_json(lying + "/model.safetensors.index.json", index);
-  expect_refused(lying, "does not hold it");
+  expect_load_refused(lying, "does not hold it");
 
   const std::string no_weights = copy_model(kLlama3, "no_weights");
   fs::remove(no_weights + "/model.safetensors");
-  expect_refused(no_weights, "no model.safetensors");
+  expect_load_refused(no_weights, "no model.safetensors");
   const std::string no_config = copy_model(kLlama3, "no_config");
   fs::remove(no_config + "/config.json");
-  expect_refused(no_config, "no config.json");
+  expect_load_refused(no_config, "no config.json");
 }
 
 TEST(HfCheckpointErrors, BadConfigs) {
@@ -512,8 +506,8 @@ TEST(HfCheckpointErrors, BadConfigs) {
     json config = read_json(dir + "/config.json");
     edit(config);
     write_json(dir + "/config.json", config);
-    expect_refused(dir, message_part);
-    expect_refused(dir, "config.json");
+    expect_load_refused(dir, message_part);
+    expect_load_refused(dir, "config.json");
   };
   bad_config("heads", [](json& c) { c["num_attention_heads"] = 5; c.erase("head_dim"); }, "divisible");
   bad_config("kv_heads", [](json& c) { c["num_key_value_heads"] = 3; }, "kv heads");
@@ -538,7 +532,7 @@ TEST(HfCheckpointErrors, BadConfigs) {
   json config = read_json(dir + "/config.json");
   config["attention_bias"] = true;
   write_json(dir + "/config.json", config);
-  expect_refused(dir, "tensor 'model.layers.0.self_attn.q_proj.bias' is missing");
+  expect_load_refused(dir, "tensor 'model.layers.0.self_attn.q_proj.bias' is missing");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 
 #include "kuiper/base/half.h"
+#include "kuiper/checkpoint/formats/safetensors.h"
 #include "kuiper/checkpoint/random_checkpoint.h"
 #include "kuiper/engine/engine.h"
 #include "kuiper/model/llama_model.h"
@@ -84,6 +85,21 @@ std::vector<char> read_bytes(const std::string& path) {
 void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void expect_load_refused(const std::string& path, const std::string& message_part, const LoadOptions& options) {
+  auto ckpt = load_checkpoint(path, options);
+  ASSERT_FALSE(ckpt.ok()) << path << " was accepted";
+  EXPECT_NE(ckpt.status().message().find(message_part), std::string::npos) << ckpt.status().to_string();
+  EXPECT_EQ(ckpt.status().message().find('\n'), std::string::npos) << "errors are one line";
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, std::string>& metadata,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  SafetensorsWriter writer;
+  for (const auto& [key, value] : metadata) writer.set_metadata(key, value);
+  for (const auto& [name, t] : tensors) EXPECT_TRUE(writer.add(name, t).ok()) << name;
+  EXPECT_TRUE(writer.write(path).ok()) << path;
 }
 
 std::vector<float> last_logits(const Checkpoint& ckpt, const std::vector<int32_t>& ids) {

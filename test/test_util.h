@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -31,6 +33,15 @@ std::string scratch_dir(const std::string& name);
 // corrupt, truncate or assemble files byte by byte.
 std::vector<char> read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::vector<char>& bytes);
+
+// Expects load_checkpoint(path, options) to refuse the file with a one-line message that names
+// `message_part`.
+void expect_load_refused(const std::string& path, const std::string& message_part, const LoadOptions& options = {});
+
+// `tensors` and `metadata` written as a safetensors file at `path`: for tests that assemble
+// damaged or unusual files.
+void write_safetensors(const std::string& path, const std::map<std::string, std::string>& metadata,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors);
 
 // The logits after the last of `ids`, from a fresh default (CPU) model of `ckpt`: for checking
 // that two ways of loading a model give the same one.

@@ -126,12 +126,7 @@ Status launch(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
 // The public entries' shared checks and dispatch.
 Status attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
               const AttentionShape& shape, Tensor& out, Tensor* out_quantized, const ExecutionContext& ctx) {
-  KUIPER_RETURN_IF_ERROR(expect_cuda(q, DataType::kFP32, "attention q"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(k_cache, "key cache"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "attention positions"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "attention output"));
-  KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_attention(q, k_cache, v_cache, positions, shape, out));
   const int hd = shape.head_dim;
   const int64_t tokens = positions.numel();
   if (hd % 2 != 0 || hd > kMaxHeadDim || tokens > kMaxGridY) {
@@ -163,6 +158,16 @@ Status attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, con
 }
 
 }  // namespace
+
+Status expect_cuda_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                             const AttentionShape& shape, const Tensor& out) {
+  KUIPER_RETURN_IF_ERROR(expect_cuda(q, DataType::kFP32, "attention q"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(k_cache, "key cache"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "attention positions"));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "attention output"));
+  return check_attention_shapes(q, k_cache, v_cache, positions, shape, out);
+}
 
 Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
                  const AttentionShape& shape, Tensor& out, const ExecutionContext& ctx) {

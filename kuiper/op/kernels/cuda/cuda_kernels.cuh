@@ -41,5 +41,9 @@ Status rope_kv_store(const Tensor& qkv, const RopeKvTarget& target, Tensor& q, c
 Status expect_cuda(const Tensor& t, DataType dtype, const char* what);
 // Like expect_cuda, for tensors whose dtype the kernel dispatches on (fp32, fp16 or bf16).
 Status expect_cuda_float_type(const Tensor& t, const char* what);
+// The checks every attention entry makes (attention_cuda.cu, paged_attention.cu): q fp32,
+// caches of one float type, int32 positions and a float output, all on CUDA, in shapes that fit.
+Status expect_cuda_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                             const AttentionShape& shape, const Tensor& out);
 
 }  // namespace kuiper::op::cuda

@@ -204,12 +204,7 @@ void launch_paged_attention(const PagedParams& p, bool streams, dim3 grid, cudaS
 
 Status paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
                        const PagedKv& paged, const AttentionShape& shape, Tensor& out, const ExecutionContext& ctx) {
-  KUIPER_RETURN_IF_ERROR(expect_cuda(q, DataType::kFP32, "attention q"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(k_cache, "key cache"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(v_cache, k_cache.dtype(), "value cache"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda(positions, DataType::kINT32, "attention positions"));
-  KUIPER_RETURN_IF_ERROR(expect_cuda_float_type(out, "attention output"));
-  KUIPER_RETURN_IF_ERROR(check_attention_shapes(q, k_cache, v_cache, positions, shape, out));
+  KUIPER_RETURN_IF_ERROR(expect_cuda_attention(q, k_cache, v_cache, positions, shape, out));
   KUIPER_RETURN_IF_ERROR(check_paged_shapes(paged, positions, k_cache.dim(0)));
   KUIPER_RETURN_IF_ERROR(expect_cuda(*paged.block_tables, DataType::kINT32, "block tables"));
   KUIPER_RETURN_IF_ERROR(expect_cuda(*paged.row_sequence, DataType::kINT32, "row sequences"));
