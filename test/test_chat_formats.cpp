@@ -65,9 +65,7 @@ struct RandomChatModel {
 };
 
 StatusOr<std::unique_ptr<RandomChatModel>> random_chat_model(const Tokenizer& tokenizer, int context) {
-  LlamaConfig c;
-  c.dim = 16; c.hidden_dim = 32; c.n_layers = 2; c.n_heads = 2; c.n_kv_heads = 1;
-  c.vocab_size = tokenizer.vocab_size(); c.max_seq_len = context;
+  const LlamaConfig c = test::model_shape(16, 32, 2, 2, 1, tokenizer.vocab_size(), context);
   KUIPER_ASSIGN_OR_RETURN(Checkpoint ckpt, make_random_checkpoint(c, 5));
   auto chat_model = std::make_unique<RandomChatModel>();
   KUIPER_ASSIGN_OR_RETURN(chat_model->engine, Engine::create(ckpt.config, ckpt.weights, {}, tokenizer, {.max_seqs = 1}));

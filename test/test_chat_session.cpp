@@ -137,9 +137,8 @@ TEST_F(StoriesChat, StoppedReplyStaysInTheHistory) {
 TEST(ChatSession, Llama3TurnsCloseWithEotAndKeepTheSystemBlock) {
   // A tiny random model over the real LLaMA 3 vocabulary: the replies are noise, the layout is not.
   KUIPER_ASSERT_OK_AND_ASSIGN(auto tokenizer, load_tokenizer(test::source_path("models/tokenizers/llama3/tokenizer.model")));
-  LlamaConfig c;
-  c.dim = 16; c.hidden_dim = 32; c.n_layers = 1; c.n_heads = 2; c.n_kv_heads = 1;
-  c.vocab_size = tokenizer->vocab_size(); c.max_seq_len = 128; c.rope_theta = 500000.f;
+  LlamaConfig c = test::model_shape(16, 32, 1, 2, 1, tokenizer->vocab_size(), 128);
+  c.rope_theta = 500000.f;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, make_random_checkpoint(c, 11));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto chat_template, make_chat_template(ChatTemplateKind::kAuto, *tokenizer));
   ASSERT_EQ(chat_template->name(), "llama3");

@@ -82,9 +82,8 @@ TEST(Checkpoint, V1RoundTripGivesIdenticalWeightsAndLogits) {
 }
 
 TEST(Checkpoint, UnsharedClassifierInBothLayouts) {
-  LlamaConfig c;
-  c.dim = 48; c.hidden_dim = 80; c.n_layers = 2; c.n_heads = 6; c.n_kv_heads = 3;
-  c.vocab_size = 77; c.max_seq_len = 32; c.shared_classifier = false;
+  LlamaConfig c = test::model_shape(48, 80, 2, 6, 3, 77, 32);
+  c.shared_classifier = false;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint random, make_random_checkpoint(c, 3));
   const std::string dir = test::scratch_dir("unshared");
   test::write_bytes(dir + "/v0.bin", make_v0_file(random));

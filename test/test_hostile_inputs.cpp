@@ -56,9 +56,7 @@ TEST(RegularFile, ReadsARegularFileWhole) {
 }
 
 Checkpoint small_checkpoint() {
-  LlamaConfig c;
-  c.dim = 16, c.hidden_dim = 32, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = 1, c.vocab_size = 32, c.max_seq_len = 8;
-  auto checkpoint = make_random_checkpoint(c, 7);
+  auto checkpoint = make_random_checkpoint(test::model_shape(16, 32, 2, 2, 1, 32, 8), 7);
   EXPECT_TRUE(checkpoint.ok());
   checkpoint->path = "model.bin";
   return std::move(checkpoint).value();

@@ -24,14 +24,7 @@ namespace {
 using test::expect_load_refused;
 
 LlamaConfig unusual_config(bool shared) {
-  LlamaConfig c;
-  c.dim = 64;
-  c.hidden_dim = 160;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 1;
-  c.vocab_size = 96;
-  c.max_seq_len = 48;
+  LlamaConfig c = test::model_shape(64, 160, 2, 4, 1, 96, 48);
   c.shared_classifier = shared;
   c.rope_theta = 500000.f;  // fields llama2.c files cannot hold must survive a kuiper file
   c.rope_scaling = {true, 8.f, 1.f, 4.f, 8192};

@@ -22,14 +22,7 @@ using test::read_bytes;
 using test::write_bytes;
 
 LlamaConfig small_config(bool shared) {
-  LlamaConfig c;
-  c.dim = 64;
-  c.hidden_dim = 96;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 80;
-  c.max_seq_len = 32;
+  LlamaConfig c = test::model_shape(64, 96, 2, 4, 2, 80, 32);
   c.shared_classifier = shared;
   return c;
 }

@@ -97,9 +97,9 @@ TEST(LlamaModel, PrefillContinuesFromStartPosition) {
 }
 
 TEST(LlamaModel, GqaUnsharedClassifierRandomModel) {
-  LlamaConfig c;
-  c.dim = 96; c.hidden_dim = 200; c.n_layers = 3; c.n_heads = 8; c.n_kv_heads = 2;
-  c.vocab_size = 301; c.max_seq_len = 64; c.shared_classifier = false; c.rope_theta = 500000.f;
+  LlamaConfig c = test::model_shape(96, 200, 3, 8, 2, 301, 64);
+  c.shared_classifier = false;
+  c.rope_theta = 500000.f;
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, make_random_checkpoint(c, 7));
   ModelOptions options;
   options.max_batch = 5;
