@@ -607,8 +607,8 @@ int main(int argc, char** argv) {
   // of its context, blocks of 16 positions in shuffled order over a bf16 pool; LLaMA-2-7B (32/32)
   // and LLaMA-3-8B (32/8) heads. Bytes: every sequence's K and V rows. The step runs without a
   // graph, so these are eager launches (the attention and, when it splits, the combine).
-  const int paged_cases[][3] = {{32, 1, 4096}, {32, 8, 512},  {32, 8, 4096},
-                                {32, 16, 4096}, {32, 32, 512}, {8, 8, 4096}};
+  const int paged_cases[][3] = {{32, 1, 4096}, {32, 8, 512},  {32, 8, 4096}, {32, 16, 4096},
+                                {32, 32, 512}, {8, 8, 4096},  {8, 32, 4096}, {8, 64, 4096}};
   for (const auto& [kv_heads, sequences, length] : paged_cases) {
     const int block = 16, width = length / block;
     const int64_t slots = int64_t{sequences} * length, kv_dim = int64_t{kv_heads} * 128;
