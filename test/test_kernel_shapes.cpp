@@ -98,7 +98,7 @@ TEST(PagedAttentionLayout, GroupedBlocksKeepTheirNumberAndRanges) {
           SCOPED_TRACE(testing::Message() << multiprocessors << " SMs, reach " << reach << ", rows " << rows
                                           << ", heads " << shape.n_heads << "/" << shape.n_kv_heads);
           const op::PagedLayout l = op::paged_attention_layout(rows, reach, shape, multiprocessors, true);
-          const int group = shape.n_heads / shape.n_kv_heads;
+          const int group = shape.group();
           EXPECT_TRUE(l.heads_per_block == 1 || l.heads_per_block == std::min(group == 3 ? 2 : group, 4));
           const AttentionSplits own = paged_attention_splits(rows, reach, shape, multiprocessors, l.heads_per_block);
           EXPECT_EQ(l.ranges.span, own.span);
@@ -109,7 +109,7 @@ TEST(PagedAttentionLayout, GroupedBlocksKeepTheirNumberAndRanges) {
             EXPECT_EQ(own.splits, 1);
           }
           if (l.heads_per_block > 1) {
-            EXPECT_GE(rows * shape.n_kv_heads * op::paged_blocks_per_kv_head(group, l.heads_per_block) * own.splits,
+            EXPECT_GE(rows * op::paged_blocks_per_range(shape, l.heads_per_block) * own.splits,
                       op::kPagedGroupedBlocksPerMultiprocessor * multiprocessors);
           }
         }
