@@ -1083,8 +1083,7 @@ TEST_F(CudaDecodeGemv, StagedReadersNormalizeXAsTheyQuantizeIt) {
 // decode_quantized_x_bytes). The producer: a residual accumulate handing the norm on (short and
 // tall layouts) and a swiglu (tall), each writing its output quantized. Its bytes, decoded here,
 // must give every output within half a step of its half's scale, with the half's Σ q. The
-// consumer (int4: short and tall; int8: tall, its short layout widens x to fp32): given only the
-// quantized x (its fp32 `in` zeros, so that reading that instead fails), within
+// consumer (short and tall layouts): given only the quantized x (its fp32 `in` zeros, so that reading that instead fails), within
 // test::quantized_product's bounds of the product of the exact input (rounding in halves of 16
 // moves it no more than in blocks of 32).
 TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
@@ -1124,7 +1123,7 @@ TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
     const auto weight = [&](int64_t rows, int64_t n, bool with_min) {
       return int4 ? test::random_int4_weight(rows, n, 32, with_min, rng_) : test::random_int8_weight(rows, n, 32, rng_);
     };
-    const std::vector<int64_t> consumer_rows = int4 ? std::vector<int64_t>{4096, 6144} : std::vector<int64_t>{6144};
+    const std::vector<int64_t> consumer_rows = {4096, 6144};
     for (const int64_t rows : {int64_t{4096}, int64_t{6144}}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + ", accumulate " + std::to_string(rows) + " rows");
       const op::Weight w = weight(rows, cols, true);
@@ -1168,8 +1167,9 @@ TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
     EXPECT_FALSE(gpu_.decode_gemv_quantizes_output(weight(2 * 1024, cols, false), op::GemvEpilogue::kSwiglu))
         << dtype_name(dtype);
   }
-  // int8's short layout widens x to fp32: it does not read x quantized.
-  EXPECT_FALSE(gpu_.decode_gemv_reads_quantized(test::random_int8_weight(4096, cols, 32, rng_)));
+  // int8 groups of 16 are widened to fp32 a 16-byte chunk at a time: a block of 32 x does not fit
+  // them, so they do not read x quantized.
+  EXPECT_FALSE(gpu_.decode_gemv_reads_quantized(test::random_int8_weight(4096, cols, 16, rng_)));
 }
 
 TEST_F(CudaDecodeGemv, RopeAndCacheStoreWithEveryNorm) {

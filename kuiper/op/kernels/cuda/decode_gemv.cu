@@ -33,6 +33,9 @@ struct GemvKernelChoice {
   // in_norm_weight): the one-pass kernel as it reads x, the readers that quantize x to int8 as
   // they quantize it (decode_gemv_int8_input.cuh). For the others decode_gemv normalizes first.
   bool normalizes_x;
+  // Whether the reader multiplies x handed on quantized in halves (DecodeGemv::in_quantized) when
+  // it comes: int8 and int4 rows read in blocks of kInt8InputBlock weights.
+  bool reads_halves;
 };
 
 // int8 and int4 matrices of up to this many rows are read 4 rows per warp with each row's
@@ -44,12 +47,15 @@ struct GemvKernelChoice {
 // ptxas held to three blocks per multiprocessor (<4, 1, 3>, 80 registers); int8 units are twice
 // the bytes and spilled 192 bytes at three blocks, so two.
 // int4 rows are multiplied in integers with x quantized to int8 in shared memory
-// (Int4Int8Chunks). int8 rows of tall matrices are too (Int8Int8Chunks); those of short ones are
-// widened to fp32 (Int8Chunks): there every block of 16 rows quantizes all of x again, and that
+// (Int4Int8Chunks). int8 rows of tall matrices are too (Int8Int8Chunks). Short int8 matrices
+// multiply in integers where x comes handed on quantized in halves (Int8HalvesChunks, 2 rows x 2
+// units, as int4's short layout; it sped up LLaMA-2-7B's wo and w2), and otherwise widen each
+// weight to fp32 (Int8Chunks): where every block of 16 rows would quantize all of x again, that
 // measured slower than widening (4096x4096 78.0% against 75.4%, 4096x11008 87.6% against
-// 78.4%). From 6144 rows (LLaMA-3-8B's q|k|v) the tall layouts win: int8 6144x4096 82.6%
-// against 70.7%, int4 74.7% against 60.9%; int8 14336x4096 93.3% against 81.8%, 32000x4096
-// 101.9% against 92.4% (docs/performance.md).
+// 78.4%). From 6144 rows
+// (LLaMA-3-8B's q|k|v) the tall layouts win: int8 6144x4096 82.6% against 70.7%, int4 74.7%
+// against 60.9%; int8 14336x4096 93.3% against 81.8%, 32000x4096 101.9% against 92.4%
+// (docs/performance.md).
 constexpr int kInt8ShortRowsUpTo = 4096;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
@@ -67,21 +73,26 @@ GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, Gem
   const bool aligned = aligned_to(a.w, 16) && aligned_to(a.x, 16);
   if (dtype == DataType::kINT8 || dtype == DataType::kINT4) {
     const bool tall = a.rows > kInt8ShortRowsUpTo;
-    const bool widened = dtype == DataType::kINT8 && !tall;
-    const int unit = widened ? 16 : kInt8InputBlock;  // weights per unit: 16 bytes, or a block of int8 x
-    const bool too_long = !widened && a.cols > kInt8InputMaxCols;
-    if (!aligned || a.cols % unit != 0 || a.group_shift < 0 || a.group_size < unit || too_long) {
-      return {GemvKernel::kWarp, GemvRowReader::kScalar, false};
+    const bool widened = dtype == DataType::kINT8 && !tall;  // unless x comes handed on in halves
+    // Weights per unit: 16 bytes widened, or a block of int8 x (kInt8InputBlock), whose quantized
+    // x a staged reader holds in shared memory (kInt8InputMaxCols).
+    const auto fits = [&](int unit) {
+      return a.cols % unit == 0 && a.group_shift >= 0 && a.group_size >= unit &&
+             (unit == 16 || a.cols <= kInt8InputMaxCols);
+    };
+    if (!aligned || !fits(widened ? 16 : kInt8InputBlock)) {
+      return {GemvKernel::kWarp, GemvRowReader::kScalar, false, false};
     }
-    return {GemvKernel::kWarp, tall ? GemvRowReader::kTallChunks : GemvRowReader::kShortChunks, !widened};
+    const GemvRowReader chunks = tall ? GemvRowReader::kTallChunks : GemvRowReader::kShortChunks;
+    return {GemvKernel::kWarp, chunks, !widened, fits(kInt8InputBlock)};
   }
   const int elems = 16 / static_cast<int>(dtype_size(dtype));
-  if (!aligned || a.cols % elems != 0) return {GemvKernel::kWarp, GemvRowReader::kScalar, false};
+  if (!aligned || a.cols % elems != 0) return {GemvKernel::kWarp, GemvRowReader::kScalar, false, false};
   const GemvRowReader chunks = a.rows <= kDenseShortRowsUpTo ? GemvRowReader::kShortChunks
                                                              : GemvRowReader::kTallChunks;
   const bool one_pass = a.cols / elems <= kOnePassMaxChunks &&
                         (epilogue != GemvEpilogue::kAccumulate || a.next_norm_weight == nullptr);
-  return {one_pass ? GemvKernel::kOnePass : GemvKernel::kWarp, chunks, one_pass};
+  return {one_pass ? GemvKernel::kOnePass : GemvKernel::kWarp, chunks, one_pass, false};
 }
 
 // The error for an epilogue and prologue that no kernel is built for.
@@ -160,11 +171,13 @@ Status launch_one_pass(const DecodeGemvArgs& a, GemvEpilogue epilogue, cudaStrea
 
 // The warp kernel's row readers for int8 weights (kInt8ShortRowsUpTo says why), as
 // visit.operator()<Unpaired, Paired>() takes them (launch_warp's readers). Tall matrices multiply
-// in integers, with x quantized by each block or handed on in halves (x_in_halves: a.x_int8).
+// in integers, with x quantized by each block or handed on in halves (x_in_halves: a.x_int8);
+// short ones in integers from halves, else widened.
 template <typename Visit>
 auto with_int8_layout(GemvRowReader reader, bool x_in_halves, Visit&& visit) {
   switch (reader) {
     case GemvRowReader::kShortChunks: {
+      if (x_in_halves) return visit.template operator()<Int8HalvesChunks<2, 2>, Int8HalvesChunks<2, 2>>();
       using Rows = SplitColumns<Int8Chunks<4, 1>, 2>;
       return visit.template operator()<Rows, Rows>();
     }
@@ -198,12 +211,6 @@ auto with_int4_layout(GemvRowReader reader, bool x_in_halves, Visit&& visit) {
       break;
   }
   return visit.template operator()<ScalarRows<PackedInt4>, ScalarRows<PackedInt4, 2>>();
-}
-
-// Whether `reader` of int8 or int4 weights takes x handed on quantized in halves: every int4
-// layout but the scalar one, int8's tall one (its short one widens x to fp32).
-bool reads_halves(DataType dtype, GemvRowReader reader) {
-  return dtype == DataType::kINT4 ? reader != GemvRowReader::kScalar : reader == GemvRowReader::kTallChunks;
 }
 
 // The outputs one block of Rows writes with `epilogue`: its rows, or half of them for swiglu. A
@@ -241,9 +248,10 @@ bool two_blocks_fill_better(int rows, int multiprocessors) {
 }
 
 // int8 and int4 weights.
-Status launch_quantized(DataType dtype, const DecodeGemvArgs& a, GemvRowReader reader, GemvEpilogue epilogue,
+Status launch_quantized(DataType dtype, const DecodeGemvArgs& a, GemvKernelChoice choice, GemvEpilogue epilogue,
                         int multiprocessors, cudaStream_t stream) {
-  const bool x_in_halves = a.x_int8 != nullptr && reads_halves(dtype, reader);
+  const GemvRowReader reader = choice.reader;
+  const bool x_in_halves = a.x_int8 != nullptr && choice.reads_halves;
   if (a.out_int8 != nullptr && !quantizes_outputs(dtype, reader, x_in_halves, epilogue)) {
     return unsupported("decode_gemv: this layout cannot write its output quantized (decode_gemv_quantizes_output)");
   }
@@ -339,8 +347,8 @@ Status check_and_fill(const DecodeGemv& g, DecodeGemvArgs& a) {
       return invalid_argument("decode_gemv quantized input " + g.in_quantized->describe() + " does not fit weight " +
                               w.values.describe());
     }
-    // Only the readers that multiply in integers read it (reads_halves); the others take x in
-    // fp32 from `in`.
+    // Only the readers that multiply in integers read it (GemvKernelChoice::reads_halves); the
+    // others take x in fp32 from `in`.
     if (w.is_quantized()) a.x_int8 = g.in_quantized->raw_data();
   }
   if (g.out_quantized != nullptr) {
@@ -395,9 +403,9 @@ Status normalize_first(const DecodeGemv& g, DecodeGemvArgs& a, const ExecutionCo
   return ok_status();
 }
 
-// The reader decode_gemv takes for `weight` with `epilogue`, for x in an aligned buffer (as a
-// model's activations are).
-GemvRowReader reader_for(const Weight& weight, GemvEpilogue epilogue) {
+// The kernel and reader decode_gemv takes for `weight` with `epilogue`, for x in an aligned buffer
+// (as a model's activations are).
+GemvKernelChoice choice_for(const Weight& weight, GemvEpilogue epilogue) {
   DecodeGemvArgs a;
   a.w = weight.values.raw_data();
   a.x = static_cast<const float*>(a.w);
@@ -405,14 +413,14 @@ GemvRowReader reader_for(const Weight& weight, GemvEpilogue epilogue) {
   a.cols = static_cast<int>(weight.cols());
   a.group_size = weight.group_size;
   a.group_shift = chunk_group_shift(weight.group_size);
-  return choose_gemv_kernel(weight.dtype(), a, epilogue).reader;
+  return choose_gemv_kernel(weight.dtype(), a, epilogue);
 }
 
 }  // namespace
 
 bool decode_gemv_reads_quantized(const Weight& weight) {
   return weight.is_quantized() && weight.cols() % kInt8InputBlock == 0 &&
-         reads_halves(weight.dtype(), reader_for(weight, GemvEpilogue::kStore));
+         choice_for(weight, GemvEpilogue::kStore).reads_halves;
 }
 
 bool decode_gemv_quantizes_output(const Weight& weight, GemvEpilogue epilogue) {
@@ -420,7 +428,7 @@ bool decode_gemv_quantizes_output(const Weight& weight, GemvEpilogue epilogue) {
   if (!weight.is_quantized() || !(swiglu || epilogue == GemvEpilogue::kAccumulate)) return false;
   if ((swiglu ? weight.rows() / 2 : weight.rows()) % kInt8InputBlock != 0) return false;
   // Whether or not its own x comes quantized.
-  const GemvRowReader reader = reader_for(weight, epilogue);
+  const GemvRowReader reader = choice_for(weight, epilogue).reader;
   return quantizes_outputs(weight.dtype(), reader, false, epilogue) &&
          quantizes_outputs(weight.dtype(), reader, true, epilogue);
 }
@@ -436,7 +444,7 @@ Status decode_gemv(const DecodeGemv& gemv, const ExecutionContext& ctx) {
     KUIPER_RETURN_IF_ERROR(normalize_first(gemv, a, ctx));
   }
   if (gemv.weight->is_quantized()) {
-    return launch_quantized(dtype, a, choice.reader, gemv.epilogue, cuda_backend(ctx).multiprocessors, s);
+    return launch_quantized(dtype, a, choice, gemv.epilogue, cuda_backend(ctx).multiprocessors, s);
   }
   return dispatch_float_type(dtype, [&](auto zero) {
     using T = decltype(zero);
