@@ -52,10 +52,9 @@ struct GemvKernelChoice {
 // units, as int4's short layout; it sped up LLaMA-2-7B's wo and w2), and otherwise widen each
 // weight to fp32 (Int8Chunks): where every block of 16 rows would quantize all of x again, that
 // measured slower than widening (4096x4096 78.0% against 75.4%, 4096x11008 87.6% against
-// 78.4%). From 6144 rows
-// (LLaMA-3-8B's q|k|v) the tall layouts win: int8 6144x4096 82.6% against 70.7%, int4 74.7%
-// against 60.9%; int8 14336x4096 93.3% against 81.8%, 32000x4096 101.9% against 92.4%
-// (docs/performance.md).
+// 78.4%). From 6144 rows (LLaMA-3-8B's q|k|v) the tall layouts win: int8 6144x4096 82.6%
+// against 70.7%, int4 74.7% against 60.9%; int8 14336x4096 93.3% against 81.8%, 32000x4096
+// 101.9% against 92.4% (docs/performance.md).
 constexpr int kInt8ShortRowsUpTo = 4096;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
