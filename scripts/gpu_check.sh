@@ -8,7 +8,8 @@
 #   gpu_check.sh hfbatch transformers' batched generate against kuiper's engine, 32 sequences
 #   gpu_check.sh int8batch  the same for int8 weights (7B shape)
 #   gpu_check.sh quant   one-sequence decode of bf16, int8 and int4 weights (7B/8B shapes) in one
-#                        run, the int8/int4 CUDA tests and the GEMV kernel benchmark
+#                        run, the int8/int4 CUDA tests, stories260K's int8 perplexity on the CPU and
+#                        on CUDA, and the GEMV kernel benchmark
 #   gpu_check.sh trace   where a one-sequence decode step goes: kernel traces (serial launches,
 #                        each kernel's own time) of 7B-shape bf16 and int4 decode
 #   gpu_check.sh batchtrace  where a batched decode step goes: kernel traces of 7B- and 8B-shape
@@ -109,6 +110,17 @@ quant() {
     build-gpu/test/$t > "$out/$t.txt" 2>&1
     echo "$t: $(grep -E "PASSED|FAILED" "$out/$t.txt" | tr '\n' ' ')"
   done
+  # The issue's condition for rounding x to int8: stories260K's perplexity through the decode step
+  # on CUDA (x rounded) within +0.5% of weight-only int8 on the CPU. PPL_TEXT: a longer text (the
+  # shared tinystories_valid_head.txt, carried) than the bundled slice.
+  local ppl=() device
+  for device in cpu cuda; do
+    ppl+=("$(build-gpu/demo/llama_perplexity --device $device --dtype int8 --decode \
+      -f "${PPL_TEXT:-test/data/tinystories_valid_slice.txt}" --max-tokens 65536 2>&1 | tee -a "$out/quant.txt" |
+      sed -n 's/.*perplexity \([0-9.]*\).*/\1/p')")
+  done
+  echo "stories260K int8 perplexity (--decode): CPU ${ppl[0]}, CUDA ${ppl[1]}" \
+    "($(python3 -c "print(f'{100 * (${ppl[1]:-0} / ${ppl[0]:-1} - 1):+.2f}%')"))"
   build-gpu/tools/cuda_kernels_bench > "$out/kernels.txt" 2>&1
   grep -E "copy|gemv int(4|8) [0-9x]+ " "$out/kernels.txt"
 }
@@ -195,7 +207,7 @@ for stage in "${stages[@]}"; do
   case "$stage" in
     tp) targets+=(llama_bench test_tensor_parallel test_cuda_tensor_parallel) ;;
     tp70 | batch | int8batch | hfbatch) targets+=(llama_bench) ;;
-    quant) targets+=(llama_bench cuda_kernels_bench test_cuda_int4 test_cuda_int8) ;;
+    quant) targets+=(llama_bench llama_perplexity cuda_kernels_bench test_cuda_int4 test_cuda_int8) ;;
     trace | batchtrace) targets+=(llama_bench cuda_kernel_trace) ;;
     serve) targets+=(kuiper_server) ;;
     tests | bench | cuda) targets=(all) && break ;;
