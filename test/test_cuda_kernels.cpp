@@ -1083,9 +1083,9 @@ TEST_F(CudaDecodeGemv, StagedReadersNormalizeXAsTheyQuantizeIt) {
 // decode_quantized_x_bytes). The producer: a residual accumulate handing the norm on (short and
 // tall layouts) and a swiglu (tall), each writing its output quantized. Its bytes, decoded here,
 // must give every output within half a step of its half's scale, with the half's Σ q. The
-// consumer (short and tall layouts): given only the quantized x (its fp32 `in` zeros, so that reading that instead fails), within
-// test::quantized_product's bounds of the product of the exact input (rounding in halves of 16
-// moves it no more than in blocks of 32).
+// consumer (short and tall layouts): given only the quantized x (its fp32 `in` zeros, so that
+// reading that instead fails), within test::quantized_product's bounds of the product of the
+// exact input (rounding in halves of 16 moves it no more than in blocks of 32).
 TEST_F(CudaDecodeGemv, QuantizedOutputHandedToTheNextGemv) {
   const auto expect_quantized = [&](const Tensor& values, const Tensor& quantized, const std::string& what) {
     expect_quantized_halves(values, download(quantized), what);

@@ -161,8 +161,8 @@ TEST_F(CudaTensorParallel, RandomBf16WithinItsBound) {
 // int8 and int4 weights (quantized at load, the same on every rank): their decode GEMVs round x
 // to int8 in blocks of 32 (int4's all, int8's over 4096 rows and those handed x quantized), the
 // split model from x normalized as it is rounded (after the ranks' sum), one GPU from x · g
-// handed on by the GEMV before, so the two differ by that rounding; the bf16 bound is asserted. The feed-forward is 1536 wide, so
-// that w2's columns split on whole groups of 32 and 64.
+// handed on by the GEMV before, so the two differ by that rounding; the bf16 bound is asserted.
+// The feed-forward is 1536 wide, so that w2's columns split on whole groups of 32 and 64.
 TEST_F(CudaTensorParallel, RandomInt8AndInt4WithinTheBf16Bound) {
   LlamaConfig config = test::model_shape(512, 1536, 4, 8, 4, 4000, 256);
   config.shared_classifier = false;

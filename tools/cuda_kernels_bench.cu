@@ -615,7 +615,8 @@ int main(int argc, char** argv) {
     const int block = 16, width = length / block;
     const int64_t slots = int64_t{sequences} * length, kv_dim = int64_t{kv_heads} * 128;
     const op::AttentionShape shape{32, kv_heads, 128};
-    const int copies = 2.0 * slots * kv_dim * 2 < 256e6 ? 3 : 1;
+    const double moved = 2.0 * slots * kv_dim * 2;  // every sequence's K and V rows
+    const int copies = moved < 256e6 ? 3 : 1;
     std::vector<Tensor> ks, vs;
     for (int c = 0; c < copies; ++c) {
       ks.push_back(random_gpu(DataType::kBF16, {slots, kv_dim}, 510 + 2 * c));
@@ -640,7 +641,6 @@ int main(int argc, char** argv) {
     const double us = 1e3 * median_ms([&](int i) {
       check(attention(q, ks[i % copies], vs[i % copies], pos, paged, shape, out, ctx()), "paged attention");
     }, 21);
-    const double moved = 2.0 * slots * kv_dim * 2;
     rows.push_back({"attn paged bf16 kv" + std::to_string(kv_heads) + " " + std::to_string(sequences) +
                         " seqs len " + std::to_string(length),
                     us, moved / (us * 1e-6) / 1e9, 0});

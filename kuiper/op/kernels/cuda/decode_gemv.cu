@@ -73,17 +73,18 @@ GemvKernelChoice choose_gemv_kernel(DataType dtype, const DecodeGemvArgs& a, Gem
   if (dtype == DataType::kINT8 || dtype == DataType::kINT4) {
     const bool tall = a.rows > kInt8ShortRowsUpTo;
     const bool widened = dtype == DataType::kINT8 && !tall;  // unless x comes handed on in halves
-    // Weights per unit: 16 bytes widened, or a block of int8 x (kInt8InputBlock), whose quantized
-    // x a staged reader holds in shared memory (kInt8InputMaxCols).
-    const auto fits = [&](int unit) {
-      return a.cols % unit == 0 && a.group_shift >= 0 && a.group_size >= unit &&
-             (unit == 16 || a.cols <= kInt8InputMaxCols);
+    // Rows read in units of `unit` weights, each within one group.
+    const auto in_units = [&](int unit) {
+      return a.cols % unit == 0 && a.group_shift >= 0 && a.group_size >= unit;
     };
-    if (!aligned || !fits(widened ? 16 : kInt8InputBlock)) {
+    // Blocks of int8 x (kInt8InputBlock), whose quantized x a staged reader holds in shared
+    // memory; or 16-byte chunks, widened.
+    const bool integer_units = in_units(kInt8InputBlock) && a.cols <= kInt8InputMaxCols;
+    if (!aligned || !(widened ? in_units(16) : integer_units)) {
       return {GemvKernel::kWarp, GemvRowReader::kScalar, false, false};
     }
     const GemvRowReader chunks = tall ? GemvRowReader::kTallChunks : GemvRowReader::kShortChunks;
-    return {GemvKernel::kWarp, chunks, !widened, fits(kInt8InputBlock)};
+    return {GemvKernel::kWarp, chunks, !widened, integer_units};
   }
   const int elems = 16 / static_cast<int>(dtype_size(dtype));
   if (!aligned || a.cols % elems != 0) return {GemvKernel::kWarp, GemvRowReader::kScalar, false, false};
@@ -418,8 +419,7 @@ GemvKernelChoice choice_for(const Weight& weight, GemvEpilogue epilogue) {
 }  // namespace
 
 bool decode_gemv_reads_quantized(const Weight& weight) {
-  return weight.is_quantized() && weight.cols() % kInt8InputBlock == 0 &&
-         choice_for(weight, GemvEpilogue::kStore).reads_halves;
+  return weight.is_quantized() && choice_for(weight, GemvEpilogue::kStore).reads_halves;
 }
 
 bool decode_gemv_quantizes_output(const Weight& weight, GemvEpilogue epilogue) {
