@@ -119,8 +119,9 @@ quant() {
       -f "${PPL_TEXT:-test/data/tinystories_valid_slice.txt}" --max-tokens 65536 2>&1 | tee -a "$out/quant.txt" |
       sed -n 's/.*perplexity \([0-9.]*\).*/\1/p')")
   done
-  echo "stories260K int8 perplexity (--decode): CPU ${ppl[0]}, CUDA ${ppl[1]}" \
-    "($(python3 -c "print(f'{100 * (${ppl[1]:-0} / ${ppl[0]:-1} - 1):+.2f}%')"))"
+  local change="not computed: a run printed no perplexity (see quant.txt)"
+  [[ -n ${ppl[0]} && -n ${ppl[1]} ]] && change=$(python3 -c "print(f'{100 * (${ppl[1]} / ${ppl[0]} - 1):+.2f}%')")
+  echo "stories260K int8 perplexity (--decode): CPU ${ppl[0]:-none}, CUDA ${ppl[1]:-none} ($change)"
   build-gpu/tools/cuda_kernels_bench > "$out/kernels.txt" 2>&1
   grep -E "copy|gemv int(4|8) [0-9x]+ " "$out/kernels.txt"
 }
