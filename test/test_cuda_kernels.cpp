@@ -562,7 +562,7 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
     for (const AttentionCase& c : cases) {
       for (int32_t length : {1, 37, 1000, 4100}) {
         // Capacity past the length, so decode runs split blocks that must exit early.
-        const int64_t capacity = std::max<int64_t>(length + 13, 300);
+        const int64_t capacity = std::max<int64_t>(length + 13, 2 * op::kDecodeSplitMinRows + 44);
         check(dtype, c, capacity, {length - 1}, 2e-5);
       }
     }
@@ -671,7 +671,7 @@ TEST_F(CudaAttention, PagedMatchesCpuForSeveralSequences) {
 }
 
 // Contexts of hundreds and thousands of positions over few rows, so that each row's positions
-// are split into ranges merged by the combine kernel (on an H100, 13 and 64 ranges of 64): rows
+// are split into ranges merged by the combine kernel (on an H100, 4 and 16 ranges of 256): rows
 // of different lengths in one step (ranges past a row's length stay empty), rows shorter than one
 // range (0, 5, 16, 33), chunks that end mid-block and past a row's last position, and with blocks
 // of 24 positions, chunks and ranges that straddle blocks.
@@ -709,7 +709,7 @@ TEST_F(CudaAttention, DecodeHandlesOddHeadDimAndGroupsBeyondOneBlock) {
   // Two blocks per KV head; 100-byte rows, which cannot be copied 16 bytes at a time.
   check(DataType::kBF16, {2, 16, 50}, 700, {650}, 2e-5);
   check(DataType::kFP16, {1, 2, 50}, 3000, {2999}, 2e-5);
-  check(DataType::kFP32, {1, 3, 256}, 90, {89}, 2e-5);  // 16-row tiles, 4 per split
+  check(DataType::kFP32, {1, 3, 256}, 600, {599}, 2e-5);  // 16-row tiles, 16 a range, 3 ranges
 }
 
 // Prefill over fp16/bf16 caches with head_dim 64 or 128 runs on the tensor cores, which round
@@ -765,18 +765,18 @@ TEST_F(CudaAttention, DecodeGivesZerosForAPositionOutsideTheCache) {
   // As prefill above, for one row over a cache of several ranges, none of which then holds a
   // position: zeros, with nothing to merge. Then a row of five ranges in the same context, which
   // its last block merges.
-  const int64_t capacity = 300, kv_dim = 128, q_dim = 2 * 128;
+  const int64_t capacity = 5 * op::kDecodeSplitMinRows, kv_dim = 128, q_dim = 2 * 128;
   const op::AttentionShape shape{2, 1, 128};
   const Tensor cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
   const Tensor gpu_q = upload(test::random_tensor({1, q_dim}, rng_)), gpu_cache = upload(cache);
-  for (int32_t position : {300, -1}) {
+  for (int32_t position : {static_cast<int32_t>(capacity), -1}) {
     const Tensor gpu_pos = upload(int_tensor({position}));
     const Tensor back = attend_into_every_output({1, q_dim}, [&](Tensor& o) {
       return gpu_.attention[at(DataType::kBF16)](gpu_q, gpu_cache, gpu_cache, gpu_pos, shape, o, ctx());
     });
     for (int64_t i = 0; i < q_dim; ++i) ASSERT_EQ(back.data<float>()[i], 0.f) << "position " << position << ", " << i;
   }
-  check(DataType::kBF16, {1, 2, 128}, capacity, {299}, 2e-5);
+  check(DataType::kBF16, {1, 2, 128}, capacity, {static_cast<int32_t>(capacity) - 1}, 2e-5);
 }
 
 TEST_F(CudaKernels, SwigluAndAddMatchCpuAlsoInPlace) {

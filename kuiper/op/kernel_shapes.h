@@ -19,9 +19,13 @@ Status check_attention_shapes(const Tensor& q, const Tensor& k_cache, const Tens
 Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t cache_rows);
 
 // Split-cache decode attention (flash-decoding) of one sequence cuts the cache into ranges of at
-// least this many rows (paged attention: kPagedSplitMinRows) and merges the ranges' partial
-// results, which live in the execution context's ScratchUse::kAttentionPartials region.
-inline constexpr int kDecodeSplitMinRows = 64;
+// least this many rows (as paged attention: kPagedSplitMinRows) and merges the ranges' partial
+// results, which live in the execution context's ScratchUse::kAttentionPartials region. Longer
+// ranges give each warp more chunks to stream and leave fewer partial results to merge; 4096
+// positions still make 16 ranges, 16 blocks a head. H100, LLaMA-2-7B decode tok/s at context
+// 128 / 4096 (docs/performance.md): ranges of 64 rows int4 543 / 380, bf16 211.5 / 180.5; of 128
+// int4 532 / 393; of 256 int4 551 / 400, bf16 212.3 / 185.3.
+inline constexpr int kDecodeSplitMinRows = 256;
 // The most ranges of one (query row, head): what the merging kernel holds weights for.
 inline constexpr int kDecodeMaxSplits = 1024;
 // The region's bytes for `slots` (query row, head, range) partial results: head_dim partial
