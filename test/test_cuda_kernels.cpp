@@ -561,7 +561,8 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
   for (DataType dtype : kFloatTypes) {
     for (const AttentionCase& c : cases) {
       for (int32_t length : {1, 37, 1000, 4100}) {
-        // Capacity past the length, so decode runs split blocks that must exit early.
+        // Capacity past the length, at least three ranges with a partial last one, so decode runs
+        // split blocks that must exit early.
         const int64_t capacity = std::max<int64_t>(length + 13, 2 * op::kDecodeSplitMinRows + 44);
         check(dtype, c, capacity, {length - 1}, 2e-5);
       }
