@@ -21,10 +21,10 @@ Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t
 // Split-cache decode attention (flash-decoding) of one sequence cuts the cache into ranges of at
 // least this many rows (as paged attention: kPagedSplitMinRows) and merges the ranges' partial
 // results, which live in the execution context's ScratchUse::kAttentionPartials region. Longer
-// ranges give each warp more chunks to stream and leave fewer partial results to merge; 4096
-// positions still make 16 ranges, 16 blocks a head. H100, LLaMA-2-7B decode tok/s at context
-// 128 / 4096 (docs/performance.md): ranges of 64 rows int4 543 / 380, bf16 211.5 / 180.5; of 128
-// int4 532 / 393; of 256 int4 551 / 400, bf16 212.3 / 185.3.
+// ranges give each warp more chunks to stream between its first loads and its partial result,
+// and leave fewer partial results to merge; 4096 positions still make 16 ranges, 16 blocks a
+// head. Ranges of 256 decoded faster than of 64 or 128 at contexts 128 and 4096
+// (docs/performance.md, twenty-seventh stop).
 inline constexpr int kDecodeSplitMinRows = 256;
 // The most ranges of one (query row, head): what the merging kernel holds weights for.
 inline constexpr int kDecodeMaxSplits = 1024;
