@@ -566,6 +566,9 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
         const int64_t capacity = std::max<int64_t>(length + 13, 2 * op::kDecodeSplitMinRows + 44);
         check(dtype, c, capacity, {length - 1}, 2e-5);
       }
+      // A cache of one range, as a short row's decode step hands attention
+      // (op::decode_attention_reach): one block of more warps a head.
+      for (int32_t length : {1, 37, op::kDecodeSplitMinRows}) check(dtype, c, op::kDecodeSplitMinRows, {length - 1}, 2e-5);
     }
   }
 }
@@ -763,20 +766,25 @@ TEST_F(CudaAttention, PrefillGivesZerosForPositionsOutsideTheCache) {
 }
 
 TEST_F(CudaAttention, DecodeGivesZerosForAPositionOutsideTheCache) {
-  // As prefill above, for one row over a cache of several ranges, none of which then holds a
-  // position: zeros, with nothing to merge. Then a row of five ranges in the same context, which
-  // its last block merges.
-  const int64_t capacity = 5 * op::kDecodeSplitMinRows, kv_dim = 128, q_dim = 2 * 128;
+  // As prefill above, for one row over a cache of one range or of several, none of which then
+  // holds a position: zeros, with nothing to merge. Then a row of five ranges in the same
+  // context, which its last block merges.
+  const int64_t kv_dim = 128, q_dim = 2 * 128;
   const op::AttentionShape shape{2, 1, 128};
-  const Tensor cache = round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16);
-  const Tensor gpu_q = upload(test::random_tensor({1, q_dim}, rng_)), gpu_cache = upload(cache);
-  for (int32_t position : {static_cast<int32_t>(capacity), -1}) {
-    const Tensor gpu_pos = upload(int_tensor({position}));
-    const Tensor back = attend_into_every_output({1, q_dim}, [&](Tensor& o) {
-      return gpu_.attention[at(DataType::kBF16)](gpu_q, gpu_cache, gpu_cache, gpu_pos, shape, o, ctx());
-    });
-    for (int64_t i = 0; i < q_dim; ++i) ASSERT_EQ(back.data<float>()[i], 0.f) << "position " << position << ", " << i;
+  const Tensor gpu_q = upload(test::random_tensor({1, q_dim}, rng_));
+  for (int64_t capacity : {int64_t{op::kDecodeSplitMinRows}, int64_t{5} * op::kDecodeSplitMinRows}) {
+    const Tensor gpu_cache = upload(round_to(test::random_tensor({capacity, kv_dim}, rng_), DataType::kBF16));
+    for (int32_t position : {static_cast<int32_t>(capacity), -1}) {
+      const Tensor gpu_pos = upload(int_tensor({position}));
+      const Tensor back = attend_into_every_output({1, q_dim}, [&](Tensor& o) {
+        return gpu_.attention[at(DataType::kBF16)](gpu_q, gpu_cache, gpu_cache, gpu_pos, shape, o, ctx());
+      });
+      for (int64_t i = 0; i < q_dim; ++i) {
+        ASSERT_EQ(back.data<float>()[i], 0.f) << "capacity " << capacity << ", position " << position << ", " << i;
+      }
+    }
   }
+  const int64_t capacity = 5 * op::kDecodeSplitMinRows;
   check(DataType::kBF16, {1, 2, 128}, capacity, {static_cast<int32_t>(capacity) - 1}, 2e-5);
 }
 

@@ -72,8 +72,9 @@ void expect_close(const std::vector<std::vector<float>>& got, const std::vector<
 TEST_F(CudaModel, StoriesLogitsMatchCpu) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 54, 71, 260, 300, 9};
+  // Past 256 positions: decode steps of two reaches (op::decode_attention_reach).
   std::vector<int32_t> forced;
-  for (int i = 0; i < 40; ++i) forced.push_back((i * 37 + 11) % 512);
+  for (int i = 0; i < 260; ++i) forced.push_back((i * 37 + 11) % 512);
   auto cpu = make_model(ckpt, DeviceType::kCPU, DataType::kFP32);
   const auto reference = run(*cpu, prompt, forced);
   auto fp32 = make_model(ckpt, DeviceType::kCUDA, DataType::kFP32);
@@ -103,8 +104,9 @@ TEST_F(CudaModel, GqaRandomModelLongPromptMatchesCpu) {
 TEST_F(CudaModel, GraphReplayIsBitIdenticalToEagerDecode) {
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint ckpt, load_checkpoint(test::source_path(kStoriesModel)));
   const std::vector<int32_t> prompt = {1, 403, 407};
+  // Past 256 positions: steps of two reaches (op::decode_attention_reach), one recording each.
   std::vector<int32_t> forced;
-  for (int i = 0; i < 30; ++i) forced.push_back((i * 53 + 5) % 512);
+  for (int i = 0; i < 300; ++i) forced.push_back((i * 53 + 5) % 512);
   for (DataType dtype : {DataType::kFP32, DataType::kBF16}) {
     auto eager = make_model(ckpt, DeviceType::kCUDA, dtype, /*graph=*/false);
     auto graph = make_model(ckpt, DeviceType::kCUDA, dtype, /*graph=*/true);

@@ -1,6 +1,7 @@
-// The launch shapes every backend shares (op/kernel_shapes.h) that need no device: how paged
-// attention splits each row's positions into ranges and groups query heads into blocks, and the
-// scratch a model plans for them.
+// The launch shapes every backend shares (op/kernel_shapes.h) that need no device: the cache
+// rows a one-sequence decode step hands attention, how paged attention splits each row's
+// positions into ranges and groups query heads into blocks, and the scratch a model plans for
+// them.
 #include <algorithm>
 #include <cstdint>
 
@@ -17,6 +18,19 @@ using op::paged_attention_splits;
 
 constexpr AttentionShape kLlama2{32, 32, 128};
 constexpr int kH100 = 132;  // multiprocessors
+
+TEST(DecodeAttentionReach, PowersOfTwoFromOneRangeUpToTheCache) {
+  EXPECT_EQ(op::decode_attention_reach(1, 4160), op::kDecodeSplitMinRows);
+  EXPECT_EQ(op::decode_attention_reach(op::kDecodeSplitMinRows, 4160), op::kDecodeSplitMinRows);
+  EXPECT_EQ(op::decode_attention_reach(op::kDecodeSplitMinRows + 1, 4160), 2 * op::kDecodeSplitMinRows);
+  EXPECT_EQ(op::decode_attention_reach(1025, 4160), 2048);
+  EXPECT_EQ(op::decode_attention_reach(4096, 4160), 4096);
+  EXPECT_EQ(op::decode_attention_reach(4097, 4160), 4160);
+  EXPECT_EQ(op::decode_attention_reach(4160, 4160), 4160);
+  // A cache shorter than one range is handed whole.
+  EXPECT_EQ(op::decode_attention_reach(1, 100), 100);
+  EXPECT_EQ(op::decode_attention_reach(100, 100), 100);
+}
 
 TEST(PagedAttentionSplits, FewRowsSplitUntilTheGpuIsFull) {
   // 8 rows of 32 heads are 256 blocks; 16 a multiprocessor want 2112, so 9 ranges, which ranges

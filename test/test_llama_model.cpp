@@ -67,8 +67,10 @@ TEST(LlamaModel, BatchedPrefillMatchesTokenByToken) {
   options.max_batch = 7;  // forces several chunks, the last one partial
   KUIPER_ASSERT_OK_AND_ASSIGN(auto batched, LlamaModel::create(ckpt.config, ckpt.weights, options));
   KUIPER_ASSERT_OK_AND_ASSIGN(auto stepwise, LlamaModel::create(ckpt.config, ckpt.weights, {}));
+  // Past 256 positions: the token-by-token steps hand attention first 256 cache rows, then 512
+  // (op::decode_attention_reach), the prefill the whole cache.
   std::vector<int32_t> ids = {1};
-  for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % 512);
+  for (int i = 0; i < 299; ++i) ids.push_back((i * 37 + 11) % 512);
 
   const auto reference = sequential_logits(*stepwise, ids);
   KUIPER_ASSERT_OK_AND_ASSIGN(Tensor last, batched->forward(ids, 0));

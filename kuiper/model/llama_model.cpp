@@ -82,9 +82,9 @@ struct LlamaModel::RankGroup {
 LlamaModel::LlamaModel() = default;
 
 LlamaModel::~LlamaModel() {
-  // The graph goes before the context whose stream and scratch it uses; buffers are released
+  // The graphs go before the context whose stream and scratch they use; buffers are released
   // after this body, once the context has waited for its work.
-  decode_graph_.reset();
+  decode_graphs_.clear();
   if (ctx_ != nullptr) (void)synchronize(ctx_->stream());
 }
 
@@ -522,8 +522,13 @@ Status LlamaModel::run_layer(Layer& layer, const op::RmsNorm& next_norm, Activat
   Tensor& attended = fused ? a.attention_fp32 : a.attention;
   const QuantizedHandoffs& quantized = quantized_handoffs_[index];
   Tensor* attended_quantized = fused && quantized.attention ? &attention_quantized_ : nullptr;
-  KUIPER_RETURN_IF_ERROR(attention_.attend(a.q, a.positions, keys(layer, a), values(layer, a), a.paged, attended,
-                                           *ctx_, attended_quantized));
+  Tensor k_cache = keys(layer, a), v_cache = values(layer, a);
+  if (a.reach > 0) {
+    KUIPER_ASSIGN_OR_RETURN(k_cache, k_cache.slice(0, a.reach));
+    KUIPER_ASSIGN_OR_RETURN(v_cache, v_cache.slice(0, a.reach));
+  }
+  KUIPER_RETURN_IF_ERROR(
+      attention_.attend(a.q, a.positions, k_cache, v_cache, a.paged, attended, *ctx_, attended_quantized));
   KUIPER_RETURN_IF_ERROR(observe(index, MatrixInput::kAttentionOutput, attended, fused));
   KUIPER_RETURN_IF_ERROR(add_to_residual(layer.wo, layer.bo, attended, layer.ffn_norm, a, fused, attended_quantized,
                                          fused && quantized.wo));
@@ -754,16 +759,18 @@ StatusOr<Tensor> LlamaModel::forward_step(const StepBatch& batch) {
 StatusOr<Tensor> LlamaModel::forward_rank(std::span<const int32_t> tokens, int start_pos) {
   if (tokens.size() == 1) {
     KUIPER_RETURN_IF_ERROR(upload_inputs(tokens, start_pos, decode_));
-    // Every decode step queues the same kernels on the same buffers (positions are read on the
-    // device), so the first one is recorded and every later one replays the recording.
+    decode_.reach = op::decode_attention_reach(start_pos + 1, layers_.front().k_positions.dim(0));
+    // Every decode step of one reach queues the same kernels on the same buffers (positions are
+    // read on the device), so the first one is recorded and every later one replays the recording.
     if (!use_graph_) {
       KUIPER_RETURN_IF_ERROR(decode_step());
       return logits_;
     }
-    if (decode_graph_ == nullptr) {
-      KUIPER_ASSIGN_OR_RETURN(decode_graph_, capture_graph(ctx_->stream(), [this] { return decode_step(); }));
+    std::unique_ptr<DeviceGraph>& graph = decode_graphs_[decode_.reach];
+    if (graph == nullptr) {
+      KUIPER_ASSIGN_OR_RETURN(graph, capture_graph(ctx_->stream(), [this] { return decode_step(); }));
     }
-    KUIPER_RETURN_IF_ERROR(decode_graph_->launch(ctx_->stream()));
+    KUIPER_RETURN_IF_ERROR(graph->launch(ctx_->stream()));
     return logits_;
   }
   int rows = 0;

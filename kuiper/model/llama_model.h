@@ -141,6 +141,7 @@ class LlamaModel {
     Tensor slots;              // int32 [rows]: the cache row of each token (its position when contiguous)
     Tensor row_sequence;       // int32 [rows]: each row's sequence (paged only)
     const op::PagedKv* paged = nullptr;  // the block tables; null: a contiguous cache
+    int64_t reach = 0;         // contiguous cache: the rows attention reads (0: all of them)
     Tensor x;                  // [rows, dim] the residual stream
     Tensor normed;             // [rows, dim] a norm's output, in the matmul input dtype
     Tensor qkv;                // [rows, q_dim + 2 kv_dim] stacked q|k|v projections (stacked only)
@@ -302,7 +303,8 @@ class LlamaModel {
   Tensor rank_logits_, gathered_logits_;
   std::vector<int32_t> host_staging_;  // tokens then positions, copied to the device per call
   bool use_graph_ = false;
-  std::unique_ptr<DeviceGraph> decode_graph_;  // recorded on the first decode step
+  // One-sequence decode steps, recorded on the first step of each reach (op::decode_attention_reach).
+  std::map<int64_t, std::unique_ptr<DeviceGraph>> decode_graphs_;
   std::map<int, std::unique_ptr<DeviceGraph>> decode_rows_graphs_;  // by row count (is_decode_rows)
   // A row count is recorded only once it has run kSteadySteps decode steps in a row: while a
   // server's batch grows or shrinks every step, recording each passing size would stall it.

@@ -57,6 +57,12 @@ size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& sh
   return attention_partials_bytes(ranges * shape.n_heads, shape.head_dim);
 }
 
+int64_t decode_attention_reach(int64_t length, int64_t capacity) {
+  int64_t reach = kDecodeSplitMinRows;
+  while (reach < length && reach < capacity) reach *= 2;
+  return std::min(reach, capacity);
+}
+
 AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const AttentionShape& shape,
                                        int multiprocessors, int heads_per_block) {
   // In units of kPagedSplitMinRows positions, the least a range holds.

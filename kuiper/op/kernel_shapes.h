@@ -34,6 +34,14 @@ size_t attention_partials_bytes(int64_t slots, int head_dim);
 // The most that region needs for one decode row over a cache of `context` rows.
 size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& shape);
 
+// The cache rows a one-sequence decode step at `length` positions hands attention, of a cache
+// of `capacity`: the least power of two of at least kDecodeSplitMinRows rows that holds the
+// length, or the whole cache. Attention sizes its launch from the rows it is handed (positions
+// live on the device), so a short row is not launched blocks for rows it cannot reach, and a row
+// within one range gets that range's block to itself (attention_cuda.cu); the model records one
+// decode step per reach and replays it.
+int64_t decode_attention_reach(int64_t length, int64_t capacity);
+
 // Paged attention (PagedAttentionKernel) gives each (row, query head, range) a block of 4 warps.
 // Rows × heads alone are too few blocks when a step carries few rows (8 rows of 32 heads: 256
 // blocks on 132 multiprocessors, each walking its row's whole context), so each row's positions

@@ -46,13 +46,27 @@ bool streaming_decode_fits(const AttentionParams<T>& p) {
          (p.kv_dim * sizeof(T)) % 8 == 0 && aligned_to(p.k_cache, 8) && aligned_to(p.v_cache, 8);
 }
 
+template <typename T, int kWarps>
+void launch_streaming_decode(const AttentionParams<T>& p, dim3 grid, cudaStream_t stream) {
+  if (p.head_dim == 128) {
+    attention_decode_kernel<T, 4, kWarps><<<grid, kWarps * 32, 0, stream>>>(p);
+  } else {
+    attention_decode_kernel<T, 2, kWarps><<<grid, kWarps * 32, 0, stream>>>(p);
+  }
+}
+
+// A cache of one range (up to kDecodeSplitMinRows rows, the reach of a short row's decode step)
+// gives each head one block, 32 blocks for LLaMA-2-7B's 32 heads: blocks of 4 warps would walk up
+// to 8 chunks a warp one after another, blocks of kOneRangeDecodeWarps walk 2. Longer caches keep
+// blocks of kDecodeAttentionWarps a range, which measured faster there (docs/performance.md).
+constexpr int kOneRangeDecodeWarps = 16;
+
 template <typename T>
 void launch_streaming_decode(const AttentionParams<T>& p, dim3 grid, cudaStream_t stream) {
-  constexpr unsigned kThreads = kDecodeAttentionWarps * 32;
-  if (p.head_dim == 128) {
-    attention_decode_kernel<T, 4><<<grid, kThreads, 0, stream>>>(p);
+  if (p.splits == 1) {
+    launch_streaming_decode<T, kOneRangeDecodeWarps>(p, grid, stream);
   } else {
-    attention_decode_kernel<T, 2><<<grid, kThreads, 0, stream>>>(p);
+    launch_streaming_decode<T, kDecodeAttentionWarps>(p, grid, stream);
   }
 }
 

@@ -238,8 +238,9 @@ __device__ __forceinline__ void fold_chunk(DecodeSoftmax<kDims> (&sm)[kHeads], c
 // loads of their KV head's rows and the lane work of each chunk (fold_chunk). Each warp keeps
 // two chunks in flight: the next one loads while the current one is folded in, so a warp
 // that walks several chunks pays one round trip, not one per chunk. A block of fewer than kHeads
-// heads folds its first head's query in the rest and writes only its own.
-template <typename T, int kDims, int kHeads, typename RowOf>
+// heads folds its first head's query in the rest and writes only its own. The block has kWarps
+// warps.
+template <typename T, int kDims, int kHeads, typename RowOf, int kWarps = kDecodeAttentionWarps>
 __device__ __forceinline__ void decode_attention_block(const float* q_first, int heads, float scale, const T* k_base,
                                                        const T* v_base, int64_t kv_dim, int64_t begin,
                                                        int64_t end, const RowOf& row_of,
@@ -256,7 +257,7 @@ __device__ __forceinline__ void decode_attention_block(const float* q_first, int
 #pragma unroll
     for (int d = 0; d < kDims; ++d) sm[h].q[d] = q_head[lane * kDims + d] * scale;
   }
-  constexpr int kStride = kDecodeAttentionWarps * kChunk;
+  constexpr int kStride = kWarps * kChunk;
   // Past the end, re-read the last position; a position without a row reads row 0. Either gets
   // weight 0 in fold_chunk.
   const auto look_up = [&](int64_t chunk) { return row_of(min(chunk + lane % kChunk, end - 1)); };
@@ -296,8 +297,8 @@ __device__ __forceinline__ void decode_attention_block(const float* q_first, int
     fold_chunk<T, kDims, kChunk, kHeads, kLookup>(sm, odd, first + kStride, end);
   }
 
-  __shared__ float acc_s[kHeads][kDecodeAttentionWarps][kHd];
-  __shared__ float m_s[kHeads][kDecodeAttentionWarps], l_s[kHeads][kDecodeAttentionWarps];
+  __shared__ float acc_s[kHeads][kWarps][kHd];
+  __shared__ float m_s[kHeads][kWarps], l_s[kHeads][kWarps];
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) {
 #pragma unroll
@@ -309,7 +310,7 @@ __device__ __forceinline__ void decode_attention_block(const float* q_first, int
   }
   __syncthreads();
   for (int h = 0; h < heads; ++h) {
-    store_merged_warps<kDecodeAttentionWarps>(&acc_s[h][0][0], kHd, m_s[h], l_s[h], kHd, output_of_head(o, h));
+    store_merged_warps<kWarps>(&acc_s[h][0][0], kHd, m_s[h], l_s[h], kHd, output_of_head(o, h));
   }
 }
 
@@ -317,7 +318,8 @@ __device__ __forceinline__ void decode_attention_block(const float* q_first, int
 // result: the block that arrives last on the head's counter (of `used` blocks) merges the
 // partial results (merge_splits, as attention_combine_kernel does) and writes the output, then
 // sets the counter back to zero for the next step (or the next replay of a graph). This spares a
-// step one launch and one wait per layer.
+// step one launch and one wait per layer. The block has kThreads threads.
+template <int kThreads>
 __device__ __forceinline__ void merge_ranges_if_last(int* arrival, int used, int head_dim, const DecodeOutput& o) {
   __shared__ bool last_s;
   __threadfence();  // this block's partial result is visible to the block that merges
@@ -333,8 +335,8 @@ __device__ __forceinline__ void merge_ranges_if_last(int* arrival, int used, int
   if (!last_s) return;
   // The other blocks' results are read through L2 (__ldcg), past this multiprocessor's L1, which
   // other multiprocessors' writes do not update.
-  merge_splits<kDecodeAttentionWarps * 32>(o.partial_out, o.partial_max_sum, o.head_row, o.splits, used, head_dim,
-                                           o.out, [](const float* p) { return __ldcg(p); });
+  merge_splits<kThreads>(o.partial_out, o.partial_max_sum, o.head_row, o.splits, used, head_dim, o.out,
+                         [](const float* p) { return __ldcg(p); });
 }
 
 namespace {  // internal linkage, as attention_kernels.cuh's kernels
@@ -343,8 +345,9 @@ namespace {  // internal linkage, as attention_kernels.cuh's kernels
 // second and later reads of a row come from L2 (blocks of several query heads, as paged attention
 // takes for many rows, lost here: one sequence has too few blocks to spare). With p.arrivals the
 // ranges merge themselves (merge_ranges_if_last), and a row of one range writes its output whole.
-template <typename T, int kDims>
-__global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
+// Blocks of kWarps warps (attention_cuda.cu picks them).
+template <typename T, int kDims, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32)
     attention_decode_kernel(const AttentionParams<T> p) {
   constexpr int kHd = 32 * kDims;
   const int head = blockIdx.x, split = blockIdx.y;
@@ -355,9 +358,12 @@ __global__ void __launch_bounds__(kDecodeAttentionWarps * 32)
   const int used = static_cast<int>((length + p.span - 1) / p.span);
   const bool whole = p.splits == 1 || (p.arrivals != nullptr && used <= 1 && split == 0);
   const DecodeOutput o{p.out, p.partial_out, p.partial_max_sum, head, split, whole ? 1 : p.splits};
-  decode_attention_block<T, kDims, 1>(p.q + head * kHd, 1, p.scale, p.k_cache + kv_offset, p.v_cache + kv_offset,
-                                      p.kv_dim, begin, end, ContiguousRows{}, o);
-  if (p.arrivals != nullptr && !whole && begin < end) merge_ranges_if_last(p.arrivals + head, used, kHd, o);
+  decode_attention_block<T, kDims, 1, ContiguousRows, kWarps>(p.q + head * kHd, 1, p.scale, p.k_cache + kv_offset,
+                                                              p.v_cache + kv_offset, p.kv_dim, begin, end,
+                                                              ContiguousRows{}, o);
+  if (p.arrivals != nullptr && !whole && begin < end) {
+    merge_ranges_if_last<kWarps * 32>(p.arrivals + head, used, kHd, o);
+  }
 }
 
 }  // namespace
