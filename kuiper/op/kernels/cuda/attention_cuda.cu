@@ -20,10 +20,10 @@
 namespace kuiper::op::cuda {
 namespace {
 
-// Decode splits the whole cache capacity (the length is only known on the device) into ranges
-// of at least kDecodeSplitMinRows rows and at most kDecodeMaxSplits ranges (kernel_shapes.h);
-// blocks past the length exit at once, which costs far less than the parallelism short ranges
-// give long contexts.
+// Decode splits the cache it is handed (the length is only known on the device; a model's decode
+// step hands the rows the row can reach, decode_attention_reach) into ranges of at least
+// kDecodeSplitMinRows rows and at most kDecodeMaxSplits ranges (kernel_shapes.h); blocks past the
+// length exit at once, which costs far less than the parallelism short ranges give long contexts.
 
 // Asks for the largest shared-memory carveout: with the driver's default pick, fewer blocks
 // than shared memory allows may be resident at once.
