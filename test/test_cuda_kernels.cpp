@@ -568,7 +568,9 @@ TEST_F(CudaAttention, DecodeMatchesCpuAcrossGroupsAndLengths) {
       }
       // A cache of one range, as a short row's decode step hands attention
       // (op::decode_attention_reach): one block of more warps a head.
-      for (int32_t length : {1, 37, op::kDecodeSplitMinRows}) check(dtype, c, op::kDecodeSplitMinRows, {length - 1}, 2e-5);
+      for (int32_t length : {1, 37, op::kDecodeSplitMinRows}) {
+        check(dtype, c, op::kDecodeSplitMinRows, {length - 1}, 2e-5);
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "kuiper/op/kernel_shapes.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace kuiper::op {
 
@@ -58,9 +59,8 @@ size_t decode_attention_partials_bytes(int64_t context, const AttentionShape& sh
 }
 
 int64_t decode_attention_reach(int64_t length, int64_t capacity) {
-  int64_t reach = kDecodeSplitMinRows;
-  while (reach < length && reach < capacity) reach *= 2;
-  return std::min(reach, capacity);
+  const int64_t rows = std::max<int64_t>(kDecodeSplitMinRows, length);
+  return std::min(static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(rows))), capacity);
 }
 
 AttentionSplits paged_attention_splits(int64_t rows, int64_t reach, const AttentionShape& shape,

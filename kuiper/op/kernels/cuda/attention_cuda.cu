@@ -47,7 +47,7 @@ bool streaming_decode_fits(const AttentionParams<T>& p) {
 }
 
 template <typename T, int kWarps>
-void launch_streaming_decode(const AttentionParams<T>& p, dim3 grid, cudaStream_t stream) {
+void launch_decode_blocks(const AttentionParams<T>& p, dim3 grid, cudaStream_t stream) {
   if (p.head_dim == 128) {
     attention_decode_kernel<T, 4, kWarps><<<grid, kWarps * 32, 0, stream>>>(p);
   } else {
@@ -64,9 +64,9 @@ constexpr int kOneRangeDecodeWarps = 16;
 template <typename T>
 void launch_streaming_decode(const AttentionParams<T>& p, dim3 grid, cudaStream_t stream) {
   if (p.splits == 1) {
-    launch_streaming_decode<T, kOneRangeDecodeWarps>(p, grid, stream);
+    launch_decode_blocks<T, kOneRangeDecodeWarps>(p, grid, stream);
   } else {
-    launch_streaming_decode<T, kDecodeAttentionWarps>(p, grid, stream);
+    launch_decode_blocks<T, kDecodeAttentionWarps>(p, grid, stream);
   }
 }
 
