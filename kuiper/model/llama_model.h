@@ -209,7 +209,7 @@ class LlamaModel {
   // Whether `batch` is one decode row per sequence, each returning its logits: then the step's
   // kernels depend only on the row count, once the block tables are laid out at their full
   // width, and the step is recorded once per row count and replayed, as the one-sequence decode
-  // step is (launching its ~400 kernels one by one left the GPU idle for ~0.9 ms a step).
+  // step is (launched one by one, its ~400 kernels leave the GPU idle between them).
   bool is_decode_rows(const StepBatch& batch) const;
   // Copies the step's inputs to the device; `full_width`: block tables max_table_width_ wide.
   Status upload_step(const StepBatch& batch, Activations& acts, bool full_width);

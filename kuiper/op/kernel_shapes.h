@@ -47,13 +47,10 @@ int64_t decode_attention_reach(int64_t length, int64_t capacity);
 // blocks on 132 multiprocessors, each walking its row's whole context), so each row's positions
 // are split into ranges of at least kPagedSplitMinRows positions until there are about
 // kPagedSplitBlocksPerMultiprocessor blocks per multiprocessor; from
-// kPagedUnsplitBlocksPerMultiprocessor per multiprocessor the rows are not split at all.
-// Measured on an H100 (tools/cuda_kernels_bench, LLaMA-2-7B heads, % of copy bandwidth):
-//  - 32 rows of 512 positions (1,024 blocks, 7.8 per multiprocessor): 93.2% unsplit, 84.5% in
-//    3 ranges of 192 and the merge;
-//  - 8 rows of 512: 67.3% in 2 ranges of 256, 62.5% in 8 of 64;
-//  - 8 rows of 4096: 94.8% in 8 ranges of 512, 87.3% in 3 of 1,536 (768 blocks: too few);
-//  - 1 row of 4096: 66.8% in 16 ranges of 256, 62.4% in 64 of 64.
+// kPagedUnsplitBlocksPerMultiprocessor per multiprocessor the rows are not split at all: a
+// split costs the merge, short ranges cost each block its start and its round trips, and too
+// few blocks leave multiprocessors idle (the kernel bench's cases, docs/performance.md,
+// "Measurements behind other choices").
 inline constexpr int kPagedSplitMinRows = 256;
 inline constexpr int kPagedSplitBlocksPerMultiprocessor = 16;
 inline constexpr int kPagedUnsplitBlocksPerMultiprocessor = 6;
@@ -69,12 +66,8 @@ struct AttentionSplits {
 // where their query heads alone would fill the GPU, as for blocks of one head (there fewer,
 // longer blocks measured faster); otherwise its ranges are counted on its own blocks. It is
 // taken only while its blocks, ranges counted, number kPagedGroupedBlocksPerMultiprocessor a
-// multiprocessor. H200, LLaMA-3-8B bf16 (groups of 4), tables of 4,464 positions (18 units),
-// tokens/s of a step in blocks of 4 heads / of 1 head (ranges a row):
-//  - 32 rows of 4096 positions: 2,062 (1: 256 blocks) / 1,685 (1); in 9 ranges 4 heads gave 1,933;
-//  - 32 rows of 512: 4,920 (1) / 4,599 (1); in 9 ranges 4 heads gave 4,185;
-//  - 8 rows of 4096: 1,031 (18: 1,152 blocks) / 951 (9); in 9 ranges 4 heads gave 1,013;
-//  - 8 rows of 512: 1,430 (18, of which 2 hold positions) / 1,370 (9); in 9 ranges 4 heads gave 1,287.
+// multiprocessor; LLaMA-3-8B's batched steps measured faster so at 8 and 32 rows of 512 and
+// 4096 positions (docs/performance.md, "Measurements behind other choices").
 inline constexpr int kPagedGroupHeads = 4;
 inline constexpr double kPagedGroupedBlocksPerMultiprocessor = 1.5;
 // Blocks a KV head of `group` query heads takes at `heads_per_block` heads a block (the last of

@@ -1,6 +1,6 @@
 // How the CPU kernels use the cores. OpenBLAS keeps a thread pool of its own that spins between
-// calls; mixed with our OpenMP regions the two pools fight over the cores (measured: prefill
-// 10x slower on 2 cores). So BLAS runs single-threaded and the kernels split work themselves,
+// calls; mixed with our OpenMP regions the two pools fight over the cores (prefill ran many
+// times slower on 2 cores). So BLAS runs single-threaded and the kernels split work themselves,
 // in one OpenMP pool.
 #pragma once
 

@@ -33,8 +33,8 @@ Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, Dequanti
                         CodedGemm gemm = nullptr);
 
 // How far ahead of what a decode row kernel multiplies it asks for its weight bytes. Left to
-// the hardware prefetcher, a core waits for each miss and then computes: the int4 GEMV ran at
-// about 6.5 GB/s a core from DRAM, half of what one core can read. Prefetches this far ahead,
+// the hardware prefetcher, a core waits for each miss and then computes: the int4 GEMV read
+// half of what one core can read from DRAM. Prefetches this far ahead,
 // spread through the block loop, keep the misses in flight while it computes
 // (docs/performance.md, 2026-11-26, issue #17 CPU speed).
 inline constexpr int64_t kGemvPrefetchBytes = 4096;

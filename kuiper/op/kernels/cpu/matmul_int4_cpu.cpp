@@ -242,7 +242,7 @@ bool gemm_int4(const Weight& weight, const float* in, float* out, int64_t tokens
   const Int4Matrix w = matrix_of(weight);
   std::vector<QuantizedInput> xq(static_cast<size_t>(tokens));
   for (int64_t t = 0; t < tokens; ++t) quantize_input(in + t * w.cols, w.cols, w.group_size, xq[t]);
-  constexpr int64_t kTile = 8;  // 8 accumulators; measured 8% faster than 4
+  constexpr int64_t kTile = 8;  // 8 accumulators: faster than 4 (docs/performance.md)
   parallel_blocks(w.rows, w.rows * w.cols * tokens, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       int64_t t = 0;

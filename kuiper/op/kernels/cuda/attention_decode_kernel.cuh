@@ -8,17 +8,13 @@
 // running output and of each K and V row; a warp has two chunks of kChunk rows of K and V in
 // flight, folding one in while the next loads; the chunk's scores are summed over the warp into
 // a lane each, which takes its exponential for the online softmax (fold_chunk). No shared-memory
-// tiles and no block-wide barrier until the warps of the block merge their results at the end.
-//
-// Measured on an H200 (tools/cuda_kernels_bench, graph replay), 4096 cached rows of 128-wide
-// heads: 32 KV heads (LLaMA-2-7B) 38 µs with the tiled kernel of attention_kernels.cuh (which
-// stages 64-row tiles in shared memory and synchronises the block four times per tile), 25-29
-// µs with this one; 8 KV heads of 4 query heads each (LLaMA-3-8B) 21 µs either way, and at
-// 1024 rows 16 -> 10 µs. Decode tokens/s, context 128 / 4096: LLaMA-2-7B 240 / 198 -> 244 /
-// 214, LLaMA-3-8B 210 / 201 -> 219 / 201. Results use the tiled kernel's format: the normalised
-// output for one split, otherwise unnormalised partial sums with their max and sum, which
-// attention_combine_kernel merges, or, for one sequence, the last range of each head to finish
-// (merge_ranges_if_last).
+// tiles and no block-wide barrier until the warps of the block merge their results at the end:
+// the tiled kernel of attention_kernels.cuh, which stages 64-row tiles in shared memory and
+// synchronises the block four times per tile, measured slower, at best as fast
+// (docs/performance.md, "Measurements behind other choices"). Results use the tiled kernel's
+// format: the normalised output for one split, otherwise unnormalised partial sums with their
+// max and sum, which attention_combine_kernel merges, or, for one sequence, the last range of
+// each head to finish (merge_ranges_if_last).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -36,9 +32,7 @@ inline constexpr int kDecodeAttentionWarps = 4;
 // K and V rows a warp loads per chunk. Each warp keeps two chunks in flight
 // (decode_attention_block), so that it does not wait a round trip per chunk; two chunks of 8
 // hold as many rows as one of 16 and keep the occupancy (paged, head_dim 128: 123 registers,
-// four blocks a multiprocessor). H100, % of copy bandwidth (tools/cuda_kernels_bench), one
-// chunk of 16 against two of 8: paged attention, 8 rows of 4096 positions 92.0% / 94.8%, 32 rows
-// of 512 80.6% / 84.5%; one-sequence decode over 4096 rows 72.9% / 73.3% (graph replay).
+// four blocks a multiprocessor), and read faster than one of 16 (docs/performance.md).
 inline constexpr int kDecodeAttentionChunk = 8;
 
 // Where position j of the sequence a block attends to keeps its K and V: here cache row j. A

@@ -41,20 +41,17 @@ struct GemvKernelChoice {
 // int8 and int4 matrices of up to this many rows are read 4 rows per warp with each row's
 // columns split between two warps (SplitColumns<..<4, 1>, 2>): four whole rows per warp leave
 // too few warps to keep every multiprocessor busy, and two rows per warp read x twice as often
-// per weight. Swiglu and rope pair rows inside a warp: int8 the same way (two pairs a warp;
-// 4096x4096 69.6% of copy bandwidth against 60.7% for one pair of whole rows), int4 one pair
-// of whole rows (61.3% against 58.5%). Taller ones read four whole rows per warp: int4 with
-// ptxas held to three blocks per multiprocessor (<4, 1, 3>, 80 registers); int8 units are twice
-// the bytes and spilled 192 bytes at three blocks, so two.
+// per weight. Swiglu and rope pair rows inside a warp: int8 the same way (two pairs a warp),
+// int4 one pair of whole rows, each the faster there. Taller ones read four whole rows per
+// warp: int4 with ptxas held to three blocks per multiprocessor (<4, 1, 3>, 80 registers); int8
+// units are twice the bytes and spilled 192 bytes at three blocks, so two.
 // int4 rows are multiplied in integers with x quantized to int8 in shared memory
 // (Int4Int8Chunks). int8 rows of tall matrices are too (Int8Int8Chunks). Short int8 matrices
 // multiply in integers where x comes handed on quantized in halves (Int8HalvesChunks, 2 rows x 2
 // units, as int4's short layout; it sped up LLaMA-2-7B's wo and w2), and otherwise widen each
 // weight to fp32 (Int8Chunks): where every block of 16 rows would quantize all of x again, that
-// measured slower than widening (4096x4096 78.0% against 75.4%, 4096x11008 87.6% against
-// 78.4%). From 6144 rows (LLaMA-3-8B's q|k|v) the tall layouts win: int8 6144x4096 82.6%
-// against 70.7%, int4 74.7% against 60.9%; int8 14336x4096 93.3% against 81.8%, 32000x4096
-// 101.9% against 92.4% (docs/performance.md).
+// measured slower than widening. From 6144 rows (LLaMA-3-8B's q|k|v) the tall layouts win
+// (docs/performance.md, "Measurements behind other choices", has the figures of each).
 constexpr int kInt8ShortRowsUpTo = 4096;
 
 // fp32/fp16/bf16 matrices that the warp kernel reads (the residual accumulate, and rows too
@@ -192,10 +189,9 @@ auto with_int8_layout(GemvRowReader reader, bool x_in_halves, Visit&& visit) {
 
 // The same layouts for int4 weights, all multiplied in integers, as visit.operator()<Unpaired,
 // Paired>() takes them (launch_warp's readers). x handed on in halves (x_in_halves: a.x_int8) is
-// read by the same layouts where they won with it (docs/performance.md, eleventh stop: 4096x4096
-// 2 rows x 2 79.6% of copy bandwidth against 73.1% for 4 rows x 1), else by the staged readers,
-// which quantize x in each block; tall matrices read from halves with kTallBlocks blocks a
-// multiprocessor (two_blocks_fill_better).
+// read by the same layouts where they won with it (docs/performance.md, eleventh stop), else by
+// the staged readers, which quantize x in each block; tall matrices read from halves with
+// kTallBlocks blocks a multiprocessor (two_blocks_fill_better).
 template <int kTallBlocks = 3, typename Visit>
 auto with_int4_layout(GemvRowReader reader, bool x_in_halves, Visit&& visit) {
   switch (reader) {
@@ -233,9 +229,7 @@ bool quantizes_outputs(DataType dtype, GemvRowReader reader, bool x_in_halves, G
 
 // A tall int4 matrix read from halves runs as many blocks of 32 rows as it has, in waves of
 // 2 or 3 per multiprocessor; it streams fastest with the budget whose last wave is the fuller
-// (kernel bench, halves, 4 rows x 1 with 2 / 3 blocks: 6144 rows, 192 blocks, one wave at 2:
-// 91.9% / 87.5% of copy bandwidth; 11008 rows, 344 blocks, one wave at 3: 84.7 / 96.1%; 14336
-// rows paired, 448 blocks: 84.6 / 75.0%; docs/performance.md, twelfth stop). Ties keep 3.
+// (the kernel bench's tall shapes, docs/performance.md, twelfth stop). Ties keep 3.
 bool two_blocks_fill_better(int rows, int multiprocessors) {
   constexpr int kRows = decode_gemv_block_rows<Int4HalvesChunks<4, 1, 3>>();
   static_assert(kRows == decode_gemv_block_rows<Int4HalvesChunks<4, 1, 2>>());

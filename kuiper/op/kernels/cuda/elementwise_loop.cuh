@@ -1,8 +1,7 @@
 // The loop of the element-wise kernels over fp32 vectors: four elements per thread step where
-// every pointer is 16-byte aligned, one otherwise. With one 4-byte access per thread the
-// prefill's element-wise kernels ran at 1.7-2 TB/s on an H200. Per LLaMA-2-7B layer at 512
-// tokens, 4-wide: GEMM input rounding 7.0 -> 4.2 µs (five per layer), swiglu 32.6 -> 16.0 µs;
-// with the rope/KV kernel's 2-d grid (rope_kv.cu), prefill 37,131 -> 40,599 tokens/s.
+// every pointer is 16-byte aligned, one otherwise. One 4-byte access per thread leaves these
+// memory-bound kernels well short of the memory's bandwidth; four halve the time of the
+// prefill's rounding and SwiGLU kernels (docs/performance.md, "Measurements behind other choices").
 #pragma once
 
 #include <cstdint>

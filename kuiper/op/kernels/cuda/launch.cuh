@@ -37,12 +37,11 @@ inline unsigned elementwise_blocks(int64_t n) {
 // to hoist the loads above the wait (ACQBULK in SASS). It did: the GEMVs read x while the norm
 // was still writing it, and model logits were off by ~150% while every kernel alone passed.
 //
-// Measured, LLaMA-2-7B decode on an H200 at context 128 / 4096, tokens/s, before the decode
-// GEMVs took in the norms and epilogues: bf16 207 / 174 with ordinary launches, 217 / 181 with
-// the GEMVs overlapped (int8: 275 / 220 and 283 / 226); with every decode kernel overlapped,
-// 206 / 160 (blocks of the attention combine and of the GEMV after it, launched early, sat on
-// the multiprocessors while the attention ran). The combine alone takes little room, and it lets
-// the GEMV start only at its end.
+// Overlap pays for the GEMVs, whose weight stream can start before their input is ready; it
+// lost with every decode kernel overlapped, because blocks of the attention combine and of the
+// GEMV after it, launched early, sat on the multiprocessors while the attention ran. The combine
+// alone takes little room, and it lets the GEMV start only at its end (docs/performance.md,
+// "Measurements behind other choices").
 // On GPUs before Hopper both device calls compile to nothing and the attribute is ignored.
 // KUIPER_SERIAL_LAUNCH=1 in the environment launches these the ordinary way too: a check
 // when a result is suspected of a race, and the baseline the overlap is measured against.

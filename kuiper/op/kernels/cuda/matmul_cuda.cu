@@ -41,9 +41,8 @@ constexpr cudaDataType_t cuda_data_type() {
 
 // A GEMM of at most this many tokens (a decode step of the engine's sequences) runs without
 // cuBLAS's workspace. With one, cuBLAS splits such GEMMs along K and sums the splits in a second
-// kernel, whose launch and the wait before it cost a batched step more than the split gains
-// (H200, LLaMA-2-7B bf16, 8 / 32 sequences at context 512: 4.3% / 3.2% faster without); prefill
-// keeps it (512 tokens: 1.6% slower without). Measurements: docs/performance.md.
+// kernel, whose launch and the wait before it cost a batched step more than the split gains;
+// prefill keeps it, where the split gains more (docs/performance.md, twenty-fourth stop).
 constexpr int64_t kGemmWithoutWorkspaceMaxTokens = 32;
 
 template <typename T>

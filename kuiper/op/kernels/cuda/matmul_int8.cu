@@ -15,9 +15,8 @@ namespace {
 
 // kWidth weights per thread step: 16 (one 16-byte load, one scale, two 16-byte stores) where
 // the values and the output are 16-byte aligned and the group size is a multiple of 16 (a step
-// then stays in one group), else 1. One weight per step, with a 64-bit division each, took 18
-// of the 30 ms of a LLaMA-2-7B int8 prefill of 512 tokens on an H200; 16 at a time: 17,199 ->
-// 27,461 tokens/s.
+// then stays in one group), else 1. One weight per step, with a 64-bit division each, took
+// most of an int8 prefill's time (docs/performance.md, "Measurements behind other choices").
 template <int kWidth>
 __global__ void dequantize_bf16_kernel(const int8_t* __restrict__ q, const __half* __restrict__ scales,
                                        __nv_bfloat16* __restrict__ out, int64_t n, int group_size) {

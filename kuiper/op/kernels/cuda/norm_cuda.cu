@@ -13,8 +13,8 @@ constexpr int kThreads = 512;
 
 // With `delta`, first x += delta (written back to `in`). Each thread touches the same elements
 // in both passes, so `out` may alias `in` or `delta`. kWidth elements per access (4 where every
-// row starts 16-byte aligned: 512 x 4096 with the residual, 9.9 -> 8.3 µs on an H200); out is
-// stored as Out (fp32, or rounded for a 16-bit GEMM input).
+// row starts 16-byte aligned, which the prefill's norms need to stream at full speed;
+// docs/performance.md); out is stored as Out (fp32, or rounded for a 16-bit GEMM input).
 template <int kWidth, typename Out>
 __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(float* in, const float* delta, const float* weight,
                                                            int64_t dim, float eps, Out* out) {

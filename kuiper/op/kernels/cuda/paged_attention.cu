@@ -12,15 +12,13 @@
 // a KV head to a block, so that the KV head's rows are read once for all of them
 // (paged_attention_layout, kernel_shapes.h): a warp keeps two chunks of
 // kDecodeAttentionChunk positions' K and V rows in flight, so its walk is not a round trip per
-// position (the walk one position at a time held batched decode to 67 ms per step for 8 or 16
-// sequences at context 4096 on the LLaMA-2-7B shape, H100: latency, not bytes). Other caches
-// take the one-position kernel.
+// position (a walk one position at a time is bound by latency, not bytes). Other caches take
+// the one-position kernel.
 //
 // With few rows, rows × heads blocks leave most of the GPU idle while each walks a whole context
-// (8 sequences at context 4096 reached 37% of the batched roofline on an H100, 16 the same step
-// time), so each row's positions are split into ranges (kernel_shapes.h,
-// paged_attention_splits) whose partial results attention_combine_kernel merges, as the
-// one-sequence decode does.
+// (16 sequences then step as fast as 8), so each row's positions are split into ranges
+// (kernel_shapes.h, paged_attention_splits) whose partial results attention_combine_kernel
+// merges, as the one-sequence decode does.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -11,8 +11,8 @@ namespace kuiper::op::cuda {
 namespace {
 
 // Block (x, y) takes kElementwiseThreads pairs of the rows of tokens y, y + gridDim.y, ...: the
-// pair index needs no 64-bit division, which a flat index over tokens x pairs did: 21.1 ->
-// 18.7 µs per LLaMA-2-7B layer at 512 tokens on an H200.
+// pair index needs no 64-bit division, which a flat index over tokens x pairs did and which cost
+// prefill measurably (docs/performance.md, "Measurements behind other choices").
 __global__ void rope_kv_store_kernel(const float* qkv, const RopeKvArgs a, float* q,
                                      int64_t tokens) {
   const int width = a.q_rows + 2 * a.kv_rows;
