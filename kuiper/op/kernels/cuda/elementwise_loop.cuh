@@ -1,7 +1,8 @@
 // The loop of the element-wise kernels over fp32 vectors: four elements per thread step where
 // every pointer is 16-byte aligned, one otherwise. One 4-byte access per thread leaves these
-// memory-bound kernels well short of the memory's bandwidth; four halve the time of the
-// prefill's rounding and SwiGLU kernels (docs/performance.md, "Measurements behind other choices").
+// memory-bound kernels well short of the memory's bandwidth; four take 40-50% off the
+// prefill's rounding and SwiGLU kernels (docs/performance.md, "Measurements behind other
+// choices").
 #pragma once
 
 #include <cstdint>
