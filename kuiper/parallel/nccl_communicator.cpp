@@ -37,9 +37,9 @@ struct Window {
 };
 
 // The fewest blocks a collective's kernel may take. NCCL otherwise takes as few as its cost model
-// puts near the link's peak, and the batched steps' all-reduces (32 rows of 4096 floats at two
-// ranks) took 15.5 us each; at least 16 ran those steps 3.9% faster and one-token decode no
-// slower (docs/tensor_parallel.md).
+// puts near the link's peak, which left the batched steps' all-reduces (32 rows of 4096 floats
+// at two ranks) slow; at least 16 ran those steps faster and one-token decode no slower
+// (docs/tensor_parallel.md has the figures).
 constexpr int kMinCollectiveBlocks = 16;
 // NCCL refuses a minimum without a maximum; this one is above its channel limit, which NCCL
 // caps it to, as it does when none is given.

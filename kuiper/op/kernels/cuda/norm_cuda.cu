@@ -13,7 +13,7 @@ constexpr int kThreads = 512;
 
 // With `delta`, first x += delta (written back to `in`). Each thread touches the same elements
 // in both passes, so `out` may alias `in` or `delta`. kWidth elements per access (4 where every
-// row starts 16-byte aligned, which the prefill's norms need to stream at full speed;
+// row starts 16-byte aligned, which measured faster for the prefill's norms;
 // docs/performance.md); out is stored as Out (fp32, or rounded for a 16-bit GEMM input).
 template <int kWidth, typename Out>
 __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(float* in, const float* delta, const float* weight,
