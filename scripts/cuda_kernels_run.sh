@@ -1,5 +1,5 @@
 #!/bin/bash
-# One GPU-machine session for the CUDA backend: build, CUDA tests, compute-sanitizer, and the
+# One run on a GPU machine for the CUDA backend: build, CUDA tests, compute-sanitizer, and the
 # kernel benchmark. Run from the project root on the device machine (carry .device-deps):
 #   bash scripts/cuda_kernels_run.sh
 # SANITIZE_FILTER (a gtest filter) narrows the sanitizer runs to some tests; by default every test

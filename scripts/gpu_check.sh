@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU-machine session for the whole project, in stages that each fit one device call:
+# The whole project's checks on a GPU machine, in stages that each fit one device call:
 #   gpu_check.sh tests   build, every test (CUDA ones included), compute-sanitizer memcheck on the
 #                        CUDA test programs
 #   gpu_check.sh bench   a story on the GPU, one-sequence decode/prefill against transformers
@@ -110,7 +110,7 @@ quant() {
     build-gpu/test/$t > "$out/$t.txt" 2>&1
     echo "$t: $(grep -E "PASSED|FAILED" "$out/$t.txt" | tr '\n' ' ')"
   done
-  # The issue's condition for rounding x to int8: stories260K's perplexity through the decode step
+  # The bound that rounding x to int8 is held to: stories260K's perplexity through the decode step
   # on CUDA (x rounded) within +0.5% of weight-only int8 on the CPU. PPL_TEXT: a longer text (the
   # shared tinystories_valid_head.txt, carried) than the bundled slice.
   local ppl=() device

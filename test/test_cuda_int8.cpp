@@ -135,7 +135,7 @@ TEST_F(CudaInt8, EmbeddingMatchesCpuAndZeroesBadIds) {
 // a relative error of at most 2^-9 (≈ 2e-3) on a value that feeds the residual stream; with 5
 // layers and those 2 roundings per layer adding up in the worst case, 5 x 2 x 2^-9 ≈ 2e-2, the
 // bound used. The int8 x moves each input by at most 1/254 of its block's largest value; the
-// bound is the one the int8 model is held to with it (the condition for rounding x), and
+// bound is the one the int8 model is held to with it (the condition under which x is rounded at all), and
 // the logits stay well inside it (docs/performance.md).
 class CudaInt8Model : public ::testing::Test {
  protected:

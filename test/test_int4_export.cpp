@@ -3,7 +3,7 @@
 // writes itself, the token embedding int8: format version 3) round-trips and lowers the
 // perplexity; damaged int4 files, int4 storage claimed by a version-1 file and per-matrix storage
 // claimed by a version-2 file are refused with one line naming the problem; the bundled model
-// keeps its perplexity within the README's bound. (Round trips of every storage, int4 included,
+// keeps its perplexity within the bound below. (Round trips of every storage, int4 included,
 // are in test_int8_export.cpp.)
 #include <cmath>
 #include <filesystem>
@@ -99,9 +99,8 @@ TEST(Int4Export, RefusesNonFiniteWeightsNamingTheMatrix) {
 }
 
 // The default int4 (with minimum, groups of 32) on the bundled model and the test slice of
-// TinyStories: 5.8853 against fp32's 5.1995 (+13.2%) when this was written (+10.7% on the
-// README's 393,012 tokens). The bound leaves about 3 points for a different quantizer, not the
-// +20% of the symmetric scheme on the README's text.
+// TinyStories: 5.8853 against fp32's 5.1995 (+13.2%, measured). The bound leaves about 3 points
+// for a different quantizer, not the larger loss of the symmetric scheme.
 TEST(Int4Export, Stories260KPerplexityWithinSixteenPercent) {
   const Checkpoint fp32 = stories260k();
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint q, convert_checkpoint(fp32, {DataType::kINT4, 32, kDefaultInt4Scheme}));
@@ -116,7 +115,7 @@ TEST(Int4Export, Stories260KPerplexityWithinSixteenPercent) {
 }
 
 // GPTQ with the int8 embedding against the searched codes alone, on the test slice (not what it
-// was calibrated on: that is text the model wrote). On the README's text: +8.87% → +4.60%.
+// was calibrated on: that is text the model wrote). On docs/quantization.md's text: +8.87% → +4.60%.
 TEST(Int4Export, GptqLowersStories260KPerplexity) {
   const Checkpoint fp32 = stories260k();
   KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint plain, convert_checkpoint(fp32, {DataType::kINT4, 32, kDefaultInt4Scheme}));
@@ -128,7 +127,7 @@ TEST(Int4Export, GptqLowersStories260KPerplexity) {
   const double ppl_gptq = test::perplexity(gptq, ids, tokenizer->bos_id());
   std::printf("stories260K perplexity on %zu tokens: fp32 %.4f, int4 %.4f (%+.1f%%), GPTQ %.4f (%+.1f%%)\n", ids.size(),
               ppl_fp32, ppl_plain, 100 * (ppl_plain / ppl_fp32 - 1), ppl_gptq, 100 * (ppl_gptq / ppl_fp32 - 1));
-  // 0.73 of the searched codes' excess when this was written.
+  // Measured: 0.73 of the searched codes' excess.
   EXPECT_LT(ppl_gptq - ppl_fp32, 0.85 * (ppl_plain - ppl_fp32));
 }
 

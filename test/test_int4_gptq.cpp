@@ -83,7 +83,7 @@ TEST_P(Int4Gptq, BeatsSearchedCodesOnCorrelatedInputs) {
   std::printf("output error: GPTQ %.4g, searched codes %.4g (%.2f)\n", gptq_error, searched_error,
               gptq_error / searched_error);
   // Without the update of the later columns only the refit of the codes would act (ratio 0.9-1);
-  // with it, 0.08-0.13 when this was written.
+  // with it, 0.08-0.13 measured.
   EXPECT_LT(gptq_error, 0.5 * searched_error);
 }
 

@@ -24,7 +24,7 @@ Status check_paged_shapes(const PagedKv& paged, const Tensor& positions, int64_t
 // ranges give each warp more chunks to stream between its first loads and its partial result,
 // and leave fewer partial results to merge; 4096 positions still make 16 ranges, 16 blocks a
 // head. Ranges of 256 decoded faster than of 64 or 128 at contexts 128 and 4096
-// (docs/performance.md, twenty-seventh stop).
+// (docs/performance.md, "The decode step").
 inline constexpr int kDecodeSplitMinRows = 256;
 // The most ranges of one (query row, head): what the merging kernel holds weights for.
 inline constexpr int kDecodeMaxSplits = 1024;

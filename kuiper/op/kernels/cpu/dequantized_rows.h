@@ -36,7 +36,7 @@ Status matmul_quantized(const Tensor& in, const Weight& w, Tensor& out, Dequanti
 // the hardware prefetcher, a core waits for each miss and then computes: the int4 GEMV read
 // half of what one core can read from DRAM. Prefetches this far ahead,
 // spread through the block loop, keep the misses in flight while it computes
-// (docs/performance.md, 2026-11-26, issue #17 CPU speed).
+// (docs/performance.md, "CPU").
 inline constexpr int64_t kGemvPrefetchBytes = 4096;
 
 // Prefetches the line `distance` bytes past p. A hint: it never faults, so it may run past the

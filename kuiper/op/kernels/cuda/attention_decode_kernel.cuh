@@ -279,7 +279,7 @@ __device__ __forceinline__ void decode_attention_block(const float* q_first, int
   DecodeChunk<T, kDims, kChunk> even, odd;
   load(even, begin + warp * kChunk);
   // The kernel after this one, launched overlapped (launch.cuh; wo's GEMV where the ranges merge
-  // themselves, else the combine), may now take its place and wait: its launch is off the path,
+  // themselves, else the combine), may take its place from here and wait: its launch is off the path,
   // and this block's loads are already queued ahead of anything it brings. Letting wo's GEMV
   // start only as the blocks end measured slower (docs/performance.md).
   let_next_kernel_start();

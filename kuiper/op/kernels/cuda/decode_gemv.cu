@@ -189,7 +189,7 @@ auto with_int8_layout(GemvRowReader reader, bool x_in_halves, Visit&& visit) {
 
 // The same layouts for int4 weights, all multiplied in integers, as visit.operator()<Unpaired,
 // Paired>() takes them (launch_warp's readers). x handed on in halves (x_in_halves: a.x_int8) is
-// read by the same layouts where they won with it (docs/performance.md, eleventh stop), else by
+// read by the same layouts where they won with it (docs/performance.md, "Measurements behind other choices"), else by
 // the staged readers, which quantize x in each block; tall matrices read from halves with
 // kTallBlocks blocks a multiprocessor (two_blocks_fill_better).
 template <int kTallBlocks = 3, typename Visit>
@@ -229,7 +229,7 @@ bool quantizes_outputs(DataType dtype, GemvRowReader reader, bool x_in_halves, G
 
 // A tall int4 matrix read from halves runs as many blocks of 32 rows as it has, in waves of
 // 2 or 3 per multiprocessor; it streams fastest with the budget whose last wave is the fuller
-// (the kernel bench's tall shapes, docs/performance.md, twelfth stop). Ties keep 3.
+// (the kernel bench's tall shapes, docs/performance.md, "Measurements behind other choices"). Ties keep 3.
 bool two_blocks_fill_better(int rows, int multiprocessors) {
   constexpr int kRows = decode_gemv_block_rows<Int4HalvesChunks<4, 1, 3>>();
   static_assert(kRows == decode_gemv_block_rows<Int4HalvesChunks<4, 1, 2>>());

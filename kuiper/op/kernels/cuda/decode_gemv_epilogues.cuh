@@ -19,7 +19,7 @@
 // from the GEMV that wrote it (rather than each block reducing x), and a swiglu warp reads
 // consecutive rows as a store's does (its gates and ups meet in shared memory at the end):
 // half its rows from each half of w1|w3 cost LLaMA-2-7B int4 2% of its decode speed
-// (LLaMA-3-8B's none; docs/performance.md, nineteenth stop).
+// (LLaMA-3-8B's none; docs/performance.md, "The decode step").
 #pragma once
 
 #include "kuiper/op/kernels/cuda/decode_gemv_args.cuh"

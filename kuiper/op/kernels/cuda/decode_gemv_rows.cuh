@@ -33,7 +33,7 @@
 //  - DenseChunks<T, burst, rows>: fp32/fp16/bf16 in 16-byte chunks.
 //  - Int8Chunks<rows, burst, blocks>: int8 with fp32 group scales. A 16-byte load holds 16
 //    weights, which need 64 bytes of x; with one row per warp the x traffic through L1 (4x the
-//    weights) was the limit, so a warp serves several rows and reads each x chunk once for all
+//    weights) is the limit, so a warp serves several rows and reads each x chunk once for all
 //    of them. Bytes are widened without the int-to-float unit (widen_biased_byte). Short
 //    matrices only; tall ones take Int8Int8Chunks.
 //  - Int8Int8Chunks<rows, burst, blocks> (decode_gemv_int8_input_rows.cuh): int8 rows of tall

@@ -34,8 +34,8 @@ inline unsigned elementwise_blocks(int64_t n) {
 // After the wait, read what the previous kernel wrote with load_after_wait, never with __ldg
 // (nor through a `const __restrict__` pointer, which the compiler may turn into __ldg):
 // ld.global.nc promises the data is constant while the kernel runs, and ptxas uses that promise
-// to hoist the loads above the wait (ACQBULK in SASS). It did: the GEMVs read x while the norm
-// was still writing it, and model logits were off by ~150% while every kernel alone passed.
+// to hoist the loads above the wait (ACQBULK in SASS). Then the GEMVs read x while the norm is
+// still writing it, and model logits come out ~150% off while every kernel alone passes.
 //
 // Overlap pays for the GEMVs, whose weight stream can start before their input is ready; it
 // lost with every decode kernel overlapped, because blocks of the attention combine and of the

@@ -42,7 +42,7 @@ constexpr cudaDataType_t cuda_data_type() {
 // A GEMM of at most this many tokens (a decode step of the engine's sequences) runs without
 // cuBLAS's workspace. With one, cuBLAS splits such GEMMs along K and sums the splits in a second
 // kernel, whose launch and the wait before it cost a batched step more than the split gains;
-// prefill keeps it, where the split gains more (docs/performance.md, twenty-fourth stop).
+// prefill keeps it, where the split gains more (docs/performance.md, "Measurements behind other choices").
 constexpr int64_t kGemmWithoutWorkspaceMaxTokens = 32;
 
 template <typename T>
