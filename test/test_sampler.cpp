@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -251,6 +252,52 @@ TEST(Sampler, NonFiniteLogitsAreAnErrorOnEveryPath) {
       ASSERT_FALSE(token.ok()) << "temperature " << config.temperature << " gave " << token.value();
       EXPECT_EQ(token.status().code(), StatusCode::kInvalidArgument);
       EXPECT_NE(token.status().message().find("token 1"), std::string::npos) << token.status().to_string();
+    }
+  }
+}
+
+// Any finite temperature > 0, from the smallest subnormal to FLT_MAX, on logits with ties and
+// spreads up to 2 * FLT_MAX: every probability finite, every draw a valid id; a temperature
+// too small to tell the top logits' neighbours from zero draws only the maxima (greedy, ties
+// evenly); elsewhere the frequencies fit softmax(logits / T), computed here in double.
+TEST(Sampler, AnyFiniteTemperatureGivesFiniteProbabilities) {
+  const std::vector<std::vector<float>> logit_sets = {
+      {1.f, 3.f, 3.f, -2.f, 0.5f},                        // a tie at the top
+      {FLT_MAX, -FLT_MAX, 0.f, FLT_MAX / 2, -FLT_MAX},     // gaps up to 2 * FLT_MAX
+      {-1e30f, 1e30f, 0.f, 2e30f},                        // gaps of 1e30
+      {-7.f, -7.f, -7.f},                                 // all tied
+  };
+  const std::vector<float> temperatures = {1e-45f, 3e-39f, 1e-38f, 1e-30f, 1e-5f, 1.f, 1e30f, FLT_MAX};
+  for (const std::vector<float>& logits : logit_sets) {
+    const float top = *std::max_element(logits.begin(), logits.end());
+    for (float temperature : temperatures) {
+      SCOPED_TRACE(::testing::Message() << "temperature " << temperature << ", logits[0] " << logits[0]);
+      Sampler sampler({.temperature = temperature, .seed = 11});
+      const auto dist = sampler.distribution(logits);
+      ASSERT_TRUE(dist.ok()) << dist.status().to_string();
+      double total = 0;
+      for (const auto& [token, probability] : *dist) {
+        ASSERT_GE(token, 0);
+        ASSERT_LT(token, static_cast<int32_t>(logits.size()));
+        ASSERT_TRUE(std::isfinite(probability) && probability >= 0) << probability;
+        total += probability;
+      }
+      EXPECT_NEAR(total, 1.0, 1e-9);
+      // softmax(logits / T) in double; where a gap over T leaves exp() nothing but zero, only
+      // the maxima remain.
+      const std::vector<double> expected = softmax(logits, temperature);
+      int distinct_cells = 0;
+      for (double p : expected) distinct_cells += p * 20000 >= 5;
+      if (distinct_cells >= 2) {
+        expect_distribution(sampler, logits, expected, 20000);
+        continue;
+      }
+      for (int i = 0; i < 200; ++i) {
+        const int32_t token = sampler.sample(logits).value();
+        ASSERT_GE(token, 0);
+        ASSERT_LT(token, static_cast<int32_t>(logits.size()));
+        EXPECT_EQ(logits[token], top) << "token " << token << " is not a maximum";
+      }
     }
   }
 }
