@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -10,6 +11,7 @@
 #include "kuiper/model/int4_quantize.h"
 #include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/model/int8_quantize.h"
+#include "kuiper/tokenizer/utf8.h"
 
 namespace kuiper::cli {
 namespace fs = std::filesystem;
@@ -37,6 +39,22 @@ StatusOr<DataType> parse_dtype(const std::string& name) {
     if (name == dtype_name(d)) return d;
   }
   return invalid_argument("unknown dtype '" + name + "' (use fp32, fp16, bf16, int8 or int4)");
+}
+
+// Whole numbers 0..2^64-1 written in decimal digits alone: the conversion into uint64_t would
+// wrap "-1" round to 2^64 - 1 and saturate what is beyond 2^64 - 1, both silently.
+CLI::Validator seed_range() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        uint64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [stop, error] = std::from_chars(text.data(), end, value);
+        if (text.empty() || error != std::errc() || stop != end) {
+          return "'" + text + "' is not a whole number in 0..18446744073709551615";
+        }
+        return "";
+      },
+      "0..2^64-1");
 }
 
 }  // namespace
@@ -73,7 +91,8 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
       ->check(CLI::Range(0, 1 << 24));
   app.add_option("--min-p", flags.sampler.min_p, "keep tokens at least this fraction as likely as the top one, 0 = off")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", flags.seed, "random seed (default: from the clock)");
+  app.add_option("--seed", flags.seed, "random seed, 0 to 18446744073709551615 (default: from the clock)")
+      ->check(seed_range());
 }
 
 SamplerConfig sampler_config(const ModelFlags& flags) {
@@ -108,7 +127,9 @@ StatusOr<Checkpoint> quantize_if_asked(Checkpoint checkpoint, const ModelFlags& 
                     : dtype == DataType::kINT8 ? kDefaultInt8GroupSize : kDefaultInt4GroupSize;
   const bool with_min = !flags.int4_scheme.empty() ? flags.int4_scheme == "min" : !same || !stored.mins.is_empty();
   const Int4Scheme scheme = with_min ? Int4Scheme::kWithMin : Int4Scheme::kSymmetric;
-  return convert_checkpoint(checkpoint, {dtype, group, scheme});
+  auto converted = convert_checkpoint(checkpoint, {dtype, group, scheme});
+  if (!converted.ok()) return Status(converted.status().code(), checkpoint.path + ": " + converted.status().message());
+  return converted;
 }
 
 StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const ModelFlags& flags) {
@@ -175,6 +196,18 @@ SamplingParams sampling_params(const ModelFlags& flags, int max_tokens) {
   p.seed = config.seed;
   p.max_tokens = max_tokens;
   return p;
+}
+
+Status check_utf8_flag(std::string_view flag, std::string_view text) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t length = utf8::valid_char_length(text.substr(at));
+    if (length == 0) {
+      return invalid_argument(std::string(flag) + " is not valid UTF-8 (byte " + std::to_string(at) + " of " +
+                              std::to_string(text.size()) + ")");
+    }
+    at += length;
+  }
+  return ok_status();
 }
 
 std::optional<int> parse_or_exit_code(CLI::App& app, int argc, char** argv) {

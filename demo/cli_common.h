@@ -70,6 +70,10 @@ StatusOr<std::unique_ptr<LlamaModel>> build_model(Checkpoint checkpoint, const M
 // The sampler configuration with the seed resolved (random when not given).
 SamplerConfig sampler_config(const ModelFlags& flags);
 
+// Refuses text given by `flag` that is not valid UTF-8, naming the first bad byte's offset: the
+// byte-fallback tokenizers would encode it, and the model would continue from broken text.
+Status check_utf8_flag(std::string_view flag, std::string_view text);
+
 // Parses argv; on a bad flag prints one line and returns the exit code to use.
 std::optional<int> parse_or_exit_code(CLI::App& app, int argc, char** argv);
 

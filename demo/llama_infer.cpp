@@ -25,6 +25,7 @@ static int program_main(int argc, char** argv) {
   app.add_option("-n,--steps", steps, "maximum number of tokens to generate")->check(CLI::Range(0, 1 << 24));
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past the model's end tokens and BOS");
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
+  if (Status text = cli::check_utf8_flag("--prompt", prompt); !text.ok()) return cli::fail("llama_infer", text);
 
   EngineOptions options;
   options.max_seqs = 1;

@@ -41,6 +41,14 @@ def main():
         ("unknown flag", ["--bogus"], "bogus"),
         ("bad number", ["-n", "abc"], "abc"),
         ("negative temperature", ["--temp", "-1"], "temp"),
+        ("NaN temperature", ["--temp", "nan"], "temp"),
+        ("infinite temperature", ["--temp", "inf"], "temp"),
+        ("negative seed", ["--seed", "-1"], "--seed"),
+        ("seed of 2^64", ["--seed", "18446744073709551616"], "0..18446744073709551615"),
+        ("seed with junk", ["--seed", "12x"], "--seed"),
+        # "\udcff" is the byte 0xff on the command line (Python's surrogateescape).
+        ("prompt not UTF-8", ["-p", "Once upon a \udcff time"], "not valid UTF-8"),
+        ("prompt with a cut character", ["-p", "caf\udcc3"], "not valid UTF-8"),
         ("top-p zero", ["--top-p", "0"], "top"),
         ("unknown device", ["--device", "tpu"], "device"),
         ("context beyond the model", ["-c", "100000"], "100000"),
@@ -84,7 +92,13 @@ def main():
         failures += 1
     else:
         print("[ok] default story runs")
-    print(f"{len(runs) + 1 - failures} passed, {failures} failed")
+    # The ends of the seed's range are seeds.
+    for seed in ("0", "18446744073709551615"):
+        r = run(tool, ["-n", "4", "--seed", seed])
+        if r.returncode != 0:
+            print(f"[FAIL] --seed {seed}: exit {r.returncode}, stderr {r.stderr!r}")
+            failures += 1
+    print(f"{len(runs) + 3 - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
