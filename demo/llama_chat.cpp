@@ -5,7 +5,7 @@
 // /exit or Ctrl-D quits, Ctrl-C stops the reply being generated. Scripted (stdin not a
 // terminal): each line is one user turn (the same / commands apply), each reply goes to stdout
 // followed by a newline (a reply may contain newlines of its own), and each turn's statistics
-// are a line on stderr.
+// are a line on stderr; the exit status is 1 when the model failed or every turn was refused.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -46,6 +46,8 @@ class Chat {
 
   // Whether the chat ended because the model failed.
   bool failed() const { return failed_; }
+  // Whether turns were asked for and every one of them was refused.
+  bool all_refused() const { return refused_ > 0 && !answered_; }
 
   // Handles one input line; false when the chat should end.
   bool handle(const std::string& line) {
@@ -93,6 +95,7 @@ class Chat {
       const StatusCode code = stats.status().code();
       failed_ = code != StatusCode::kOutOfRange && code != StatusCode::kInvalidArgument;
       std::fprintf(stderr, "%s: %s%s\n", kProgram, failed_ ? "" : "turn refused: ", stats.status().message().c_str());
+      refused_ += !failed_;
       return !failed_;
     }
     last_ = *stats;
@@ -124,7 +127,22 @@ class Chat {
   TurnStats last_;
   bool answered_ = false;  // whether last_ describes a turn
   bool failed_ = false;
+  int refused_ = 0;  // turns refused (too long for the context, or not UTF-8)
 };
+
+// The system prompt and the template's layout of a first turn, with the reserve for a reply,
+// must fit the context: otherwise every turn would be refused.
+Status check_opening_fits(const ChatTemplate& chat_template, const Conversation& conversation,
+                          const Session& session, const std::string& system) {
+  KUIPER_ASSIGN_OR_RETURN(auto opening, chat_template.open_turn(system, "", /*first_turn=*/true));
+  const size_t needed = opening.size() + static_cast<size_t>(conversation.reply_reserve());
+  if (needed <= static_cast<size_t>(session.context())) return ok_status();
+  return out_of_range("the " + chat_template.name() + " layout of a first turn" +
+                      (system.empty() ? "" : " with the system prompt") + " takes " + std::to_string(opening.size()) +
+                      " tokens, plus " + std::to_string(conversation.reply_reserve()) +
+                      " kept for the reply, but the context holds " + std::to_string(session.context()) +
+                      " (raise --context" + (system.empty() ? "" : " or shorten --system") + ")");
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"Chat with a LLaMA chat model, turn by turn.", kProgram};
@@ -139,6 +157,7 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "llama2", "llama3", "chatml", "mistral"}));
   app.add_option("--max-reply", chat.max_reply, "maximum tokens per reply")->check(CLI::Range(1, 1 << 24));
   if (auto code = cli::parse_or_exit_code(app, argc, argv)) return *code;
+  if (Status text = cli::check_utf8_flag("--system", chat.system); !text.ok()) return cli::fail(kProgram, text);
 
   EngineOptions engine_options;
   engine_options.max_seqs = 1;  // one conversation; its turns share blocks through the prefix cache
@@ -153,6 +172,9 @@ int run(int argc, char** argv) {
 
   Session session(*loaded->engine, cli::sampling_params(flags, chat.max_reply));
   Conversation conversation(session, **chat_template, chat.system, chat.max_reply);
+  if (Status fits = check_opening_fits(**chat_template, conversation, session, chat.system); !fits.ok()) {
+    return cli::fail(kProgram, fits);
+  }
   const bool interactive = cli::stdin_is_terminal();
   Chat loop(conversation, session, interactive);
   std::fprintf(stderr, "%s: %s, %s template (%s), context %d tokens\n", kProgram, loaded->model_path.c_str(),
@@ -163,7 +185,7 @@ int run(int argc, char** argv) {
     while (std::getline(std::cin, line)) {
       if (!loop.handle(line)) break;
     }
-    return loop.failed() ? 1 : 0;
+    return loop.failed() || loop.all_refused() ? 1 : 0;
   }
   std::fprintf(stderr, "/reset starts over, /stats shows statistics, /exit or Ctrl-D quits, "
                        "Ctrl-C stops a reply.\n");

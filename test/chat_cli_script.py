@@ -10,6 +10,8 @@
   templates         a model directory's tokenizer_config.json chooses the template (said on
                     stderr); an unknown chat_template is one error line suggesting --template,
                     and --template overrides it
+  refused at start  a context too small for the opening of a first turn, or a system prompt not
+                    UTF-8, is one error line at start; every turn refused exits non-zero
 
 Usage: chat_cli_script.py path/to/llama_chat
 """
@@ -97,9 +99,31 @@ def templates(tool):
               "--template did not override the unknown template", stderr)
 
 
+def refused_at_start(tool):
+    """A context that cannot hold the opening of a first turn and one token of reply, or a system
+    prompt that is not UTF-8, is one error line at start; a script whose every turn is refused
+    exits non-zero."""
+    long_system = "You are a storyteller who tells long stories about dogs and cats. " * 8
+    for name, flags, phrase in [
+        ("-c 1", ["-c", "1"], "context holds 1"),
+        ("system prompt beyond the context", ["-c", "64", "--system", long_system], "shorten --system"),
+        ("system prompt not UTF-8", ["--system", "caf\udce9"], "--system is not valid UTF-8"),
+    ]:
+        result = subprocess.run([tool, "--temp", "0", *flags], input=b"Hello\n", capture_output=True, timeout=60)
+        error = result.stderr.decode(errors="replace").strip()
+        check(result.returncode != 0 and len(error.splitlines()) == 1 and phrase in error,
+              f"{name}: exit {result.returncode}, want non-zero and one line with {phrase!r}", error)
+    long_line = "The little dog ran to the park and played with a big red ball. " * 6
+    result = subprocess.run([tool, "--temp", "0", "-c", "64"], input=(long_line + "\n").encode() * 2,
+                            capture_output=True, timeout=60)
+    stderr = result.stderr.decode(errors="replace")
+    check(result.returncode != 0 and stderr.count("turn refused") == 2,
+          f"every turn refused: exit {result.returncode}, want non-zero", stderr)
+
+
 def main():
     tool = sys.argv[1]
-    for test in (three_turns, tiny_context, commands, templates):
+    for test in (three_turns, tiny_context, commands, templates, refused_at_start):
         test(tool)
         print(f"{test.__name__}: ok")
     return 0
