@@ -138,16 +138,16 @@ def q4_k_m_type(name):
     return Q.Q4_K
 
 
-def tiny_tensors(rng):
-    """Random weights of TINY's shapes, GGUF names, llama layout (no permutation needed: random)."""
-    dim, hidden, vocab = TINY["hidden_size"], TINY["intermediate_size"], TINY["vocab_size"]
-    kv = dim // TINY["num_attention_heads"] * TINY["num_key_value_heads"]
+def tiny_tensors(rng, config=TINY):
+    """Random weights of `config`'s shapes, GGUF names, llama layout (no permutation needed: random)."""
+    dim, hidden, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    kv = dim // config["num_attention_heads"] * config["num_key_value_heads"]
     t = {"token_embd.weight": rng.standard_normal((vocab, dim)).astype(np.float32),
          "output_norm.weight": np.ones(dim, dtype=np.float32),
          "output.weight": (rng.standard_normal((vocab, dim)) / np.sqrt(dim)).astype(np.float32)}
     shapes = {"attn_q": (dim, dim), "attn_k": (kv, dim), "attn_v": (kv, dim), "attn_output": (dim, dim),
               "ffn_gate": (hidden, dim), "ffn_up": (hidden, dim), "ffn_down": (dim, hidden)}
-    for layer in range(TINY["num_hidden_layers"]):
+    for layer in range(config["num_hidden_layers"]):
         t[f"blk.{layer}.attn_norm.weight"] = (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32)
         t[f"blk.{layer}.ffn_norm.weight"] = (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32)
         for name, shape in shapes.items():

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "kuiper/checkpoint/check_tensors.h"
 #include "kuiper/checkpoint/formats/formats.h"
 #include "kuiper/checkpoint/formats/hf_safetensors.h"
 
@@ -30,6 +31,12 @@ std::string canonical_format_name(const std::string& name) {
   return name;
 }
 
+// Every format's checkpoint, with its small tensors checked for NaN and Inf (check_tensors.h).
+StatusOr<Checkpoint> checked(StatusOr<Checkpoint> loaded) {
+  if (loaded.ok()) KUIPER_RETURN_IF_ERROR(check_small_tensors_finite(*loaded));
+  return loaded;
+}
+
 }  // namespace
 
 std::vector<std::string> checkpoint_format_names() {
@@ -45,20 +52,20 @@ StatusOr<Checkpoint> load_checkpoint(const std::string& path, const LoadOptions&
   std::error_code not_a_directory;  // a path stat() cannot reach is reported by the file's open
   if (std::filesystem::is_directory(path, not_a_directory) &&
       (options.format == "auto" || options.format == hf_safetensors_format().name)) {
-    return load_hf_checkpoint(path);
+    return checked(load_hf_checkpoint(path));
   }
   KUIPER_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
   const auto formats = all_formats();
   if (options.format != "auto") {
     for (const CheckpointFormat* f : formats) {
-      if (options.format == f->name) return f->load(file);
+      if (options.format == f->name) return checked(f->load(file));
     }
     std::string known;
     for (const auto& name : checkpoint_format_names()) known += (known.empty() ? "" : ", ") + name;
     return invalid_argument("unknown checkpoint format '" + options.format + "' (known: " + known + ")");
   }
   for (const CheckpointFormat* f : formats) {
-    if (f->detect(file)) return f->load(file);
+    if (f->detect(file)) return checked(f->load(file));
   }
   return invalid_format(path + ": not a checkpoint format kuiper recognises");
 }

@@ -19,4 +19,10 @@ std::string non_finite_name(float value) {
   return value > 0 ? "+Inf" : "-Inf";
 }
 
+Status check_all_finite(const float* values, int64_t n, const std::string& what) {
+  const int64_t bad = first_non_finite(values, n);
+  if (bad < 0) return ok_status();
+  return invalid_format(what + " holds " + non_finite_name(values[bad]) + " at element " + std::to_string(bad));
+}
+
 }  // namespace kuiper

@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include "kuiper/base/status.h"
+
 namespace kuiper {
 
 // Index of the first of `n` floats whose magnitude is not below `limit` (a NaN included), or -1.
@@ -18,5 +20,8 @@ inline int64_t first_non_finite(const float* values, int64_t n) {
 
 // "NaN", "+Inf" or "-Inf", for messages.
 std::string non_finite_name(float value);
+
+// OK when all `n` floats are finite; otherwise invalid_format "<what> holds NaN at element 5".
+Status check_all_finite(const float* values, int64_t n, const std::string& what);
 
 }  // namespace kuiper

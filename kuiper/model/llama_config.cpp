@@ -21,14 +21,19 @@ Status LlamaConfig::validate() const {
                std::to_string(n_kv_heads) + " kv heads");
   }
   if (head_dim() % 2 != 0) return bad("head dimension " + std::to_string(head_dim()) + " is odd");
-  if (!(rope_theta > 0.f) || !(norm_eps > 0.f)) return bad("rope theta and norm eps must be positive");
+  if (!(std::isfinite(rope_theta) && rope_theta > 0.f) || !(std::isfinite(norm_eps) && norm_eps > 0.f)) {
+    return bad("rope theta (" + std::to_string(rope_theta) + ") and norm eps (" + std::to_string(norm_eps) +
+               ") must be finite numbers > 0");
+  }
   // Generous bounds: larger values are corrupt headers, not models.
   if (dim > (1 << 16) || hidden_dim > (1 << 18) || n_layers > 1024 || vocab_size > (1 << 22) ||
       max_seq_len > (1 << 24)) {
     return bad("implausibly large dimensions (" + summary() + ")");
   }
   if (rope_scaling.enabled &&
-      (!(rope_scaling.factor > 0.f) || !(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) ||
+      (!(std::isfinite(rope_scaling.factor) && rope_scaling.factor > 0.f) ||
+       !(std::isfinite(rope_scaling.high_freq_factor) && std::isfinite(rope_scaling.low_freq_factor) &&
+         rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) ||
        rope_scaling.original_max_positions <= 0)) {
     return bad("invalid llama3 rope scaling parameters");
   }

@@ -13,6 +13,8 @@
 #include "kuiper/checkpoint/formats/gguf_blocks.h"
 #include "kuiper/checkpoint/formats/gguf_file.h"
 #include "kuiper/checkpoint/formats/gguf_layout.h"
+#include "kuiper/checkpoint/formats/layer_tensors.h"
+#include "kuiper/model/finite_values.h"
 #include "kuiper/model/float_convert.h"
 
 namespace kuiper {
@@ -23,6 +25,18 @@ StatusOr<int> positive_int(const GgufFile& f, const std::string& key) {
   KUIPER_ASSIGN_OR_RETURN(uint64_t v, f.get_uint(key));
   if (v == 0 || v > INT32_MAX) return invalid_format(f.path() + ": metadata key '" + key + "' is " + std::to_string(v));
   return static_cast<int>(v);
+}
+
+// A float hyper-parameter that must be finite and positive once stored as a float (a double
+// beyond FLT_MAX becomes infinity there).
+StatusOr<float> positive_float(const GgufFile& f, const std::string& key) {
+  KUIPER_ASSIGN_OR_RETURN(double v, f.get_float(key));
+  const float stored = static_cast<float>(v);
+  if (!(std::isfinite(stored) && stored > 0.f)) {
+    return invalid_format(f.path() + ": metadata key '" + key + "' is " + std::to_string(v) +
+                          " (it must be a finite number > 0)");
+  }
+  return stored;
 }
 
 // The pre-scaling context LLaMA 3 scaling was set up for, read off a factor of the smoothly
@@ -89,11 +103,9 @@ StatusOr<LlamaConfig> read_config(const GgufFile& f, std::string& arch) {
     KUIPER_ASSIGN_OR_RETURN(c.n_kv_heads, positive_int(f, p + "attention.head_count_kv"));
   }
   KUIPER_ASSIGN_OR_RETURN(c.max_seq_len, positive_int(f, p + "context_length"));
-  KUIPER_ASSIGN_OR_RETURN(double eps, f.get_float(p + "attention.layer_norm_rms_epsilon"));
-  c.norm_eps = static_cast<float>(eps);
+  KUIPER_ASSIGN_OR_RETURN(c.norm_eps, positive_float(f, p + "attention.layer_norm_rms_epsilon"));
   if (f.find(p + "rope.freq_base")) {
-    KUIPER_ASSIGN_OR_RETURN(double theta, f.get_float(p + "rope.freq_base"));
-    c.rope_theta = static_cast<float>(theta);
+    KUIPER_ASSIGN_OR_RETURN(c.rope_theta, positive_float(f, p + "rope.freq_base"));
   }
   if (f.find(p + "attention.key_length")) {
     KUIPER_ASSIGN_OR_RETURN(c.head_size, positive_int(f, p + "attention.key_length"));
@@ -187,7 +199,10 @@ class TensorReader {
       default: return unsupported_type(*t);
     }
     KUIPER_ASSIGN_OR_RETURN(Tensor view, Tensor::view(mapping_, t->offset, dtype, {n}));
-    return place_fp32(view, cpu_allocator());
+    KUIPER_ASSIGN_OR_RETURN(Tensor values, place_fp32(view, cpu_allocator()));
+    // Named as in the file here; load_checkpoint's check of the small tensors has kuiper's names.
+    KUIPER_RETURN_IF_ERROR(check_all_finite(values.data<float>(), n, file_.path() + ": tensor " + name));
+    return values;
   }
 
   std::vector<std::string> unused() const {
@@ -260,6 +275,10 @@ StatusOr<Checkpoint> load_gguf(std::shared_ptr<MappedFile> mapped) {
   KUIPER_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(std::move(mapped)));
   std::string arch;
   KUIPER_ASSIGN_OR_RETURN(LlamaConfig c, read_config(file, arch));
+  std::vector<std::string> names;
+  for (const GgufTensorInfo& t : file.tensors()) names.push_back(t.name);
+  KUIPER_RETURN_IF_ERROR(check_layer_tensors(names, "blk.", c.n_layers, "metadata key '" + arch + ".block_count'",
+                                             file.path()));
   TensorReader reader(file);
   if (file.tensor(kGgufRopeFactors)) {
     KUIPER_ASSIGN_OR_RETURN(Tensor factors, reader.vector(kGgufRopeFactors, c.head_dim() / 2));

@@ -1,6 +1,7 @@
 #include "kuiper/checkpoint/formats/hf_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,15 @@ class Fields {
   }
   StatusOr<float> number_or(const char* key, float fallback) const {
     return has(key) ? number(key) : StatusOr<float>(fallback);
+  }
+  // A number that must be finite and positive as a float (JSON's 1e999, or a double beyond
+  // FLT_MAX, becomes infinity there).
+  StatusOr<float> positive_number_or(const char* key, float fallback) const {
+    KUIPER_ASSIGN_OR_RETURN(float v, number_or(key, fallback));
+    if (!(std::isfinite(v) && v > 0.f)) {
+      return error(std::string(key) + " is " + std::to_string(v) + " (it must be a finite number > 0)");
+    }
+    return v;
   }
   StatusOr<bool> boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
@@ -150,8 +160,8 @@ Status read_rope(const json& root_json, const Fields& root, const std::string& s
   if (!rope_json.is_object()) return root.error(std::string(rope_key) + " is not an object");
   const Fields rope(rope_json, source);
 
-  KUIPER_ASSIGN_OR_RETURN(float top_theta, root.number_or("rope_theta", 10000.f));
-  KUIPER_ASSIGN_OR_RETURN(c.rope_theta, rope.number_or("rope_theta", top_theta));
+  KUIPER_ASSIGN_OR_RETURN(float top_theta, root.positive_number_or("rope_theta", 10000.f));
+  KUIPER_ASSIGN_OR_RETURN(c.rope_theta, rope.positive_number_or("rope_theta", top_theta));
   for (const Fields* where : {&root, &rope}) {
     KUIPER_ASSIGN_OR_RETURN(float partial, where->number_or("partial_rotary_factor", 1.f));
     if (partial != 1.f) return unsupported(source + ": partial_rotary_factor " + std::to_string(partial) + " is not supported");
@@ -183,7 +193,7 @@ Status read_dimensions(const Fields& root, LlamaConfig& c) {
   KUIPER_ASSIGN_OR_RETURN(c.n_kv_heads, root.integer_or("num_key_value_heads", c.n_heads));
   KUIPER_ASSIGN_OR_RETURN(c.vocab_size, root.integer("vocab_size"));
   KUIPER_ASSIGN_OR_RETURN(c.max_seq_len, root.integer_or("max_position_embeddings", 2048));
-  KUIPER_ASSIGN_OR_RETURN(c.norm_eps, root.number_or("rms_norm_eps", 1e-6f));
+  KUIPER_ASSIGN_OR_RETURN(c.norm_eps, root.positive_number_or("rms_norm_eps", 1e-6f));
   KUIPER_ASSIGN_OR_RETURN(c.shared_classifier, root.boolean_or("tie_word_embeddings", false));
   if (root.has("head_dim") && c.n_heads > 0) {
     KUIPER_ASSIGN_OR_RETURN(int head_dim, root.integer("head_dim"));

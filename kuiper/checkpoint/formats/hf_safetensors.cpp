@@ -11,6 +11,7 @@
 #include "kuiper/base/regular_file.h"
 #include "kuiper/checkpoint/formats/formats.h"
 #include "kuiper/checkpoint/formats/hf_config.h"
+#include "kuiper/checkpoint/formats/layer_tensors.h"
 #include "kuiper/checkpoint/formats/safetensors.h"
 #include "kuiper/model/float_convert.h"
 #include "kuiper/model/weight_convert.h"
@@ -258,6 +259,9 @@ StatusOr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   }
   KUIPER_ASSIGN_OR_RETURN(LlamaConfig c, load_hf_llama_config((root / "config.json").string()));
   KUIPER_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::open(root));
+  // Before any read, every tensor is unused.
+  KUIPER_RETURN_IF_ERROR(
+      check_layer_tensors(files.unused(), "model.layers.", c.n_layers, "num_hidden_layers in config.json", dir));
 
   Checkpoint ckpt{c, {}, "", dir, {}};
   LlamaWeights& w = ckpt.weights;
