@@ -97,15 +97,15 @@ StatusOr<std::vector<std::pair<int32_t, double>>> Sampler::distribution(std::spa
 StatusOr<std::pair<size_t, double>> Sampler::filter(std::span<const float> logits) {
   const size_t n = logits.size();
   if (candidates_.size() < n) candidates_.resize(n);
-  // In double, the gap to the maximum (up to twice FLT_MAX) divided by any positive float
-  // temperature (down to the smallest subnormal) stays finite, and the maximum's own gap is an
+  // In double, 1 / temperature (at most ~7e44 for the smallest subnormal float) and the gap to
+  // the maximum (up to twice FLT_MAX) times it stay finite, and the maximum's own gap is an
   // exact 0: its weight is 1 and every weight is in [0, 1], never NaN (a float 1 / temperature
   // overflows below about 3e-39, and 0 * inf is NaN). A temperature so small that
   // the gaps underflow the exponential leaves only the maxima: greedy, ties drawn evenly.
   const double max_logit = *std::max_element(logits.begin(), logits.end());
-  const double temperature = config_.temperature;
+  const double inv_temperature = 1.0 / config_.temperature;
   for (size_t i = 0; i < n; ++i) {
-    const float scaled = static_cast<float>((logits[i] - max_logit) / temperature);
+    const float scaled = static_cast<float>((logits[i] - max_logit) * inv_temperature);
     candidates_[i] = {std::exp(scaled), static_cast<int32_t>(i)};
   }
 
