@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import gguf
@@ -35,7 +34,7 @@ from gguf import GGMLQuantizationType as Q
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ggml_kquants  # noqa: E402
 from gguf_reference import (MODELS, TOKENS, Failures, check_tensors, expect_one_line, kuiper_names,  # noqa: E402
-                            probe, relative, sentencepiece_writer, write_model)
+                            parse_with_dirs, probe, relative, sentencepiece_writer, write_model)
 
 # What each type becomes in kuiper (probe's "quantized" entry).
 KUIPER_TYPE = {Q.Q4_0: {"dtype": "int4", "group_size": 32, "mins": False},
@@ -243,12 +242,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe", required=True)
     parser.add_argument("--infer", required=True, help="the built llama_infer program")
-    parser.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    parser.add_argument("--work-dir")
-    args = parser.parse_args()
-    src = os.path.abspath(args.source_dir)
-    work = args.work_dir or tempfile.mkdtemp()
-    os.makedirs(work, exist_ok=True)
+    args, src, work = parse_with_dirs(parser)
     fail = Failures()
     check_fixtures(fail, args.probe, src, work)
     check_q4_k_m(fail, args, src, work)

@@ -624,19 +624,25 @@ def check_exported_tokenizer(fail, tools, src, work):
     fail.check(code != 0 and "groups of 32" in message, f"Q8_0 of a model whose rows are not whole blocks is refused: {message}")
 
 
+def parse_with_dirs(parser):
+    """`parser`'s arguments plus --source-dir (the repository) and --work-dir (made if missing; a fresh
+    temporary folder by default): (args, source dir, work dir)."""
+    parser.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    parser.add_argument("--work-dir")
+    args = parser.parse_args()
+    work = args.work_dir or tempfile.mkdtemp()
+    os.makedirs(work, exist_ok=True)
+    return args, os.path.abspath(args.source_dir), work
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe", required=True)
     parser.add_argument("--tokenize", required=True)
     parser.add_argument("--export", required=True)
     parser.add_argument("--chat-tool", required=True, help="the built chat_template_tokens program")
-    parser.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    parser.add_argument("--work-dir")
     parser.add_argument("--only", choices=["models", "tokenizers", "errors", "export"])
-    args = parser.parse_args()
-    src = os.path.abspath(args.source_dir)
-    work = args.work_dir or tempfile.mkdtemp()
-    os.makedirs(work, exist_ok=True)
+    args, src, work = parse_with_dirs(parser)
     fail = Failures()
     tools = args
     if args.only in (None, "errors"):

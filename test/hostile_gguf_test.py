@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import sentencepiece
@@ -29,7 +28,7 @@ from gguf import GGMLQuantizationType as Q
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_quant_reference import tiny_tensors  # noqa: E402
-from gguf_reference import Failures, expect_one_line, sentencepiece_writer, write_model  # noqa: E402
+from gguf_reference import Failures, expect_one_line, parse_with_dirs, sentencepiece_writer, write_model  # noqa: E402
 
 DTYPES = [[], ["--dtype", "fp32"], ["--dtype", "fp16"], ["--dtype", "bf16"], ["--dtype", "int8"],
           ["--dtype", "int4"]]
@@ -126,12 +125,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe", required=True)
     parser.add_argument("--infer", required=True)
-    parser.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    parser.add_argument("--work-dir")
-    args = parser.parse_args()
-    src = os.path.abspath(args.source_dir)
-    work = args.work_dir or tempfile.mkdtemp()
-    os.makedirs(work, exist_ok=True)
+    args, src, work = parse_with_dirs(parser)
     fail = Failures()
     check_norms(fail, args.infer, src, work)
     check_config(fail, args.probe, work)
