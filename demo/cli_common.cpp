@@ -65,7 +65,7 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool sampling) {
   app.add_option("--format", flags.format, "checkpoint format (default: recognised from the file)")
       ->check(CLI::IsMember(checkpoint_format_names()));
   app.add_option("--device", flags.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--dtype", flags.dtype, "weight dtype: fp32, fp16, bf16, int8, int4 (default: as stored on cpu, bf16 on cuda)")
+  app.add_option("--dtype", flags.dtype, "weight dtype: fp32, fp16, bf16, int8, int4 (default: as stored; fp32 runs as bf16 on cuda)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8", "int4"}));
   app.add_option_function<std::string>(
          "--quant", [&flags](const std::string& q) { if (q != "none") flags.dtype = q; },

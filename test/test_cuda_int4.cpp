@@ -16,6 +16,9 @@
 
 #include "kuiper/base/device.h"
 #include "kuiper/checkpoint/checkpoint_convert.h"
+#include "kuiper/model/dequantize.h"
+#include "kuiper/model/int8_quantize.h"
+#include "kuiper/model/weight_convert.h"
 #include "kuiper/model/llama_model.h"
 #include "kuiper/model/weight_placement.h"
 #include "kuiper/op/kernel_table.h"
@@ -177,6 +180,35 @@ TEST(CudaInt4Model, EveryQuantizedHandoffMatchesCpuPrefill) {
   const double worst = test::handoff_model_decode_error(ckpt, DataType::kINT4);
   std::printf("int4 model with every quantized handoff, CUDA decode against CPU prefill: worst relative logit "
               "error %.3g (bound 2e-2)\n", worst);
+  EXPECT_LT(worst, 2e-2);
+}
+
+// The handoff model laid out as GGUF files mix their types: int4 with a minimum in groups of 32
+// (Q4_K), the classifier and the first layer's w2 int8 in groups of 16 (Q6_K), the second
+// layer's w2 fp16 (a matrix whose rows are not whole blocks). With no dtype asked, CUDA runs
+// each matrix in its stored type as the CPU does (weight_dtype int4; int8 and fp16 matrices on
+// their own kernels): CUDA decode against the CPU's prefill, bound as above.
+TEST(CudaInt4Model, QuantizedFileRunsAsStoredByDefault) {
+  if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
+  KUIPER_ASSERT_OK_AND_ASSIGN(const Checkpoint random, test::handoff_model_checkpoint());
+  KUIPER_ASSERT_OK_AND_ASSIGN(Checkpoint mixed,
+                              convert_checkpoint(random, {DataType::kINT4, 32, Int4Scheme::kWithMin}));
+  const auto as_q6k = [](op::Weight& w) {
+    KUIPER_ASSERT_OK_AND_ASSIGN(Tensor values, dequantize_weight(w));
+    KUIPER_ASSERT_OK_AND_ASSIGN(w, quantize_int8(values, 16));
+  };
+  as_q6k(mixed.weights.classifier);
+  as_q6k(mixed.weights.layers[0].w2);
+  KUIPER_ASSERT_OK_AND_ASSIGN(Tensor w2_values, dequantize_weight(mixed.weights.layers[1].w2));
+  KUIPER_ASSERT_OK_AND_ASSIGN(mixed.weights.layers[1].w2, convert_weight(op::Weight{w2_values, Tensor(), 0},
+                                                                        DataType::kFP16, cpu_allocator()));
+  ModelOptions gpu;
+  gpu.device = DeviceType::kCUDA;
+  KUIPER_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::create(mixed.config, mixed.weights, gpu));
+  EXPECT_EQ(model->weight_dtype(), DataType::kINT4);
+  const double worst = test::handoff_model_decode_error(mixed, std::nullopt);
+  std::printf("Q4_K_M-like model as stored, CUDA decode against CPU prefill: worst relative logit error %.3g "
+              "(bound 2e-2)\n", worst);
   EXPECT_LT(worst, 2e-2);
 }
 

@@ -301,7 +301,7 @@ StatusOr<Checkpoint> handoff_model_checkpoint() {
   return make_random_checkpoint(c, 5);
 }
 
-double handoff_model_decode_error(const Checkpoint& checkpoint, DataType weight_dtype) {
+double handoff_model_decode_error(const Checkpoint& checkpoint, std::optional<DataType> weight_dtype) {
   std::vector<int32_t> tokens;
   for (int i = 0; i < 28; ++i) tokens.push_back((i * 977 + 31) % checkpoint.config.vocab_size);
   ModelOptions cpu;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -148,8 +149,8 @@ double stories_decode_logit_error(const ModelOptions& options, const ModelOption
 // its own classifier.
 StatusOr<Checkpoint> handoff_model_checkpoint();
 // decode_logit_error of that model (or of a conversion of it) with `weight_dtype` weights on
-// CUDA against the CPU: a 12-token prompt, then 16 forced tokens.
-double handoff_model_decode_error(const Checkpoint& checkpoint, DataType weight_dtype);
+// CUDA against the CPU (unset: each device's default): a 12-token prompt, then 16 forced tokens.
+double handoff_model_decode_error(const Checkpoint& checkpoint, std::optional<DataType> weight_dtype);
 
 // Six sequences run together through an Engine over `model` (prompts {1, 403 + i, 407,
 // 261 + 3i, 378}, 40 greedy tokens each, EOS ignored): a prefill step, then batched decode steps.

@@ -17,12 +17,17 @@ namespace {
 bool is_half(DataType d) { return d == DataType::kFP16 || d == DataType::kBF16; }
 bool is_quantized(DataType d) { return d == DataType::kINT8 || d == DataType::kINT4; }
 
-// The dtype a stored matrix runs in: its own where the model runs matrices as stored (the CPU
-// with no dtype asked), else the model's, except that quantized matrices stay as stored under
-// a quantized model dtype, since requantizing int4 to int8 only adds bytes and int8 to int4
-// only adds error.
-DataType matrix_dtype(const op::Weight& stored, DataType model_dtype, bool as_stored) {
-  if (as_stored) return stored.dtype();
+// The dtype a matrix stored so runs in when no dtype is asked: its own, on the kernels of its
+// type, except that CUDA runs fp32 in bf16 (its tensor cores' precision).
+DataType as_stored(DataType stored, DeviceType device) {
+  return device == DeviceType::kCUDA && stored == DataType::kFP32 ? DataType::kBF16 : stored;
+}
+
+// The dtype a stored matrix runs in: as_stored where the model runs matrices as stored (no dtype
+// asked), else the model's, except that quantized matrices stay as stored under a quantized
+// model dtype, since requantizing int4 to int8 only adds bytes and int8 to int4 only adds error.
+DataType matrix_dtype(const op::Weight& stored, DataType model_dtype, bool matrices_as_stored, DeviceType device) {
+  if (matrices_as_stored) return as_stored(stored.dtype(), device);
   return is_quantized(stored.dtype()) && is_quantized(model_dtype) ? stored.dtype() : model_dtype;
 }
 
@@ -160,9 +165,9 @@ Status LlamaModel::init(const LlamaConfig& config, const LlamaWeights& weights, 
   if (kv_block_size_ > 0) max_table_width_ = (context_ + kv_block_size_ - 1) / kv_block_size_;
 
   const DataType stored = weights.layers.front().wq.dtype();
-  matrices_as_stored_ = !options.weight_dtype && device_ == DeviceType::kCPU;
-  weight_dtype_ = options.weight_dtype.value_or(device_ == DeviceType::kCUDA && !is_half(stored)
-                                                    ? DataType::kBF16 : stored);
+  // Unset: each matrix runs as stored (as_stored), and weight_dtype() reports wq's.
+  matrices_as_stored_ = !options.weight_dtype;
+  weight_dtype_ = options.weight_dtype.value_or(as_stored(stored, device_));
   // The CPU attention kernel reads an fp32 cache. On the GPU a half-precision model keeps a
   // cache of its own precision and an int8/int4 one a bf16 cache (half the memory traffic); only
   // fp32 weights keep an fp32 cache, so that the fp32 path stays exact.
@@ -207,7 +212,7 @@ Status LlamaModel::place_weights(const LlamaWeights& w) {
   };
   // A matrix on the device in the dtype it runs in (matrix_dtype).
   const auto placed = [&](const std::string& name, const op::Weight& weight) {
-    return named(name, convert_weight(weight, matrix_dtype(weight, weight_dtype_, matrices_as_stored_), alloc));
+    return named(name, convert_weight(weight, matrix_dtype(weight, weight_dtype_, matrices_as_stored_, device_), alloc));
   };
   const auto matmul = [&](const std::string& name, const op::Weight& weight) -> StatusOr<op::MatMul> {
     KUIPER_ASSIGN_OR_RETURN(op::Weight on_device, placed(name, weight));

@@ -33,12 +33,13 @@ using MatrixInputObserver = std::function<Status(int layer, MatrixInput input, c
 
 struct ModelOptions {
   DeviceType device = DeviceType::kCPU;
-  // Matmul weight dtype. Unset: on the CPU every matrix runs as stored (a GGUF Q4_K_M file mixes
-  // Q4_K and Q6_K matrices, int4 and int8; a Q4_0 one may keep F16 matrices whose rows are not
-  // whole blocks), and weight_dtype() reports wq's; on CUDA bf16 (fp16 for fp16 weights). Set:
-  // every matrix is converted to it, except that under int8 or int4 a matrix stored in int8 or
-  // int4 keeps its own type and groups. The stacks the fused CUDA decode runs (q|k|v, gate|up)
-  // take one quantization: parts stored otherwise are requantized like the first.
+  // Matmul weight dtype. Unset: every matrix runs as stored, on the kernels of its own type (a
+  // GGUF Q4_K_M file mixes Q4_K and Q6_K matrices, int4 and int8; a Q4_0 one may keep F16
+  // matrices whose rows are not whole blocks), except that CUDA runs fp32 ones in bf16; and
+  // weight_dtype() reports wq's. Set: every matrix is converted to it, except that under int8 or
+  // int4 a matrix stored in int8 or int4 keeps its own type and groups. Either way the stacks the
+  // fused CUDA decode runs (q|k|v, gate|up) take one quantization: parts stored otherwise are
+  // requantized like the first.
   std::optional<DataType> weight_dtype;
   // Positions the KV cache holds; 0 = the model's max_seq_len, capped at kDefaultContext so that
   // a model trained for 128K positions does not take gigabytes of cache unasked.
@@ -291,7 +292,7 @@ class LlamaModel {
   // w1|w3 (kernel_table.h).
   bool fused_ = false;
   MatrixInputObserver observe_inputs_;
-  bool matrices_as_stored_ = false;  // ModelOptions::weight_dtype unset, on the CPU
+  bool matrices_as_stored_ = false;  // ModelOptions::weight_dtype unset
   DataType matmul_input_dtype_ = DataType::kFP32;  // the table's matmul_input for the weights
   NormHandoff handoff_;       // fused decode only
   std::vector<QuantizedHandoffs> quantized_handoffs_;  // by layer; all off unless fused
