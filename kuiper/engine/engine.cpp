@@ -361,7 +361,8 @@ void EngineState::accept_token(Sequence& seq, StatusOr<int32_t> token) {
   seq.out.tokens.push_back(*token);
   seq.out.text += seq.stops.push(seq.decoder.push(*token));
   if (seq.stops.stopped()) return finish(seq, FinishReason::kStop);
-  if (seq.generated() >= seq.params.max_tokens || static_cast<int>(seq.tokens.size()) >= model_->context()) {
+  // A token sampled at the context's last position is emitted but never run: it needs no slot.
+  if (seq.generated() >= seq.params.max_tokens || static_cast<int>(seq.tokens.size()) > model_->context()) {
     return finish(seq, FinishReason::kLength);
   }
 }
