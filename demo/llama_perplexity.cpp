@@ -1,9 +1,12 @@
 // llama_perplexity: how well a model predicts a text file — exp of the mean negative
 // log-likelihood of every next token. The text is tokenized once and cut into windows of the
-// context length; each window starts with BOS and is run in one forward_all pass, and every
-// text token in it is scored given the tokens before it in its window. --decode runs the same
-// windows one token at a time instead, through the decode step that generation takes (on CUDA
-// its GEMVs round their inputs differently from the prefill GEMMs), for the same figure.
+// context length, each run in one forward_all pass. A window starts with BOS, or, where the
+// vocabulary has none (Qwen2, Qwen3), with the text token just before its first scored token:
+// the text's first token is then context only, never scored (llama.cpp's perplexity leaves it
+// unscored too). Every other token is scored once, given the tokens before it in its window.
+// --decode runs the same windows one token at a time instead, through the decode step that
+// generation takes (on CUDA its GEMVs round their inputs differently from the prefill GEMMs),
+// for the same figure.
 //   llama_perplexity -f text.txt
 //   llama_perplexity -m model.bin -f text.txt --dtype int8 -c 256 --max-tokens 20000
 //   llama_perplexity -f text.txt --device cuda --dtype int8 --decode
@@ -48,14 +51,15 @@ StatusOr<Tensor> window_logits(LlamaModel& model, const std::vector<int32_t>& to
   return all;
 }
 
-// Scores `text` (tokens without BOS) window by window.
+// Scores `text` (tokens without BOS) window by window; bos < 0: the vocabulary has none, and
+// the token before a window's scored ones leads it instead.
 StatusOr<Score> score(LlamaModel& model, int32_t bos, const std::vector<int32_t>& text, int window, bool decode) {
   Score s;
   const int64_t vocab = model.config().vocab_size;
   std::vector<int32_t> tokens;
-  for (size_t begin = 0; begin < text.size(); begin += window - 1) {
+  for (size_t begin = bos < 0 ? 1 : 0; begin < text.size(); begin += window - 1) {
     const size_t end = std::min(text.size(), begin + window - 1);
-    tokens.assign(1, bos);
+    tokens.assign(1, bos < 0 ? text[begin - 1] : bos);
     tokens.insert(tokens.end(), text.begin() + begin, text.begin() + end);
     KUIPER_ASSIGN_OR_RETURN(Tensor logits, window_logits(model, tokens, decode));
     // Row i predicts tokens[i + 1].
@@ -75,6 +79,9 @@ static int program_main(int argc, char** argv) {
   using namespace kuiper;
 
   CLI::App app{"Perplexity of a model on a text file.", "llama_perplexity"};
+  app.footer("The text is scored in windows of the context length, each starting with BOS. Where the vocabulary has "
+             "no BOS (Qwen2, Qwen3), a window starts with the token before its first scored one instead, so the "
+             "text's first token is context only and is not scored.");
   cli::ModelFlags flags;
   std::string text_path;
   int64_t max_tokens = 0;
@@ -94,18 +101,23 @@ static int program_main(int argc, char** argv) {
   if (!ids.ok()) return cli::fail("llama_perplexity", ids.status());
   if (max_tokens > 0 && static_cast<int64_t>(ids->size()) > max_tokens) ids->resize(max_tokens);
   const int window = loaded->model->context();
-  if (ids->empty() || window < 2) {
-    return cli::fail("llama_perplexity", invalid_argument("nothing to score: the text has no tokens or the context is under 2"));
+  const int32_t bos = loaded->tokenizer->bos_id();
+  const size_t needed = bos < 0 ? 2 : 1;  // without BOS the first token is context only
+  if (ids->size() < needed || window < 2) {
+    return cli::fail("llama_perplexity", invalid_argument("nothing to score: the text has fewer than " + std::to_string(needed) +
+                                                          " tokens" + (bos < 0 ? " (no BOS: the first is context only)" : "") +
+                                                          " or the context is under 2"));
   }
 
   const auto start = std::chrono::steady_clock::now();
-  auto result = score(*loaded->model, loaded->tokenizer->bos_id(), *ids, window, decode);
+  auto result = score(*loaded->model, bos, *ids, window, decode);
   if (!result.ok()) return cli::fail("llama_perplexity", result.status());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("model: %s (%s, weights %s)\n", loaded->model_path.c_str(), loaded->format.c_str(),
               std::string(dtype_name(loaded->model->weight_dtype())).c_str());
-  std::printf("text: %s, %lld tokens scored in windows of %d%s\n", text_path.c_str(),
-              static_cast<long long>(result->scored), window, decode ? ", one decode step a token" : "");
+  std::printf("text: %s, %lld tokens scored in windows of %d%s%s\n", text_path.c_str(),
+              static_cast<long long>(result->scored), window,
+              bos < 0 ? " (no BOS: the first token is context only)" : "", decode ? ", one decode step a token" : "");
   std::printf("mean NLL %.5f nats/token, perplexity %.4f (%.1f s)\n", result->total_nll / result->scored,
               result->perplexity(), secs);
   return 0;

@@ -23,9 +23,10 @@ fi
 # The references the tests compare against (PyPI): sentencepiece, tiktoken and tokenizers for the
 # tokenizers; jinja2 renders the models' own chat templates as transformers does; the openai
 # client drives kuiper_server in its tests; gguf (llama.cpp's own Python package, with numpy)
-# writes and reads the GGUF files the GGUF tests compare against.
-pips=(sentencepiece tiktoken tokenizers 'jinja2>=3.1' openai gguf numpy)
-if ! python3 -c 'import sentencepiece, tiktoken, tokenizers, jinja2, openai, gguf, numpy' 2>/dev/null; then
+# writes and reads the GGUF files the GGUF tests compare against; safetensors reads the HF
+# fixtures for the float64 forward pass (scripts/reference_forward.py).
+pips=(sentencepiece tiktoken tokenizers 'jinja2>=3.1' openai gguf numpy safetensors)
+if ! python3 -c 'import sentencepiece, tiktoken, tokenizers, jinja2, openai, gguf, numpy, safetensors' 2>/dev/null; then
   python3 -m pip install -q "${pips[@]}" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "${pips[@]}"
 fi
