@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Checks kuiper's reading of GGUF's 4-bit and 6-bit types (Q4_0, Q4_1, Q4_K, Q6_K) against the
-`gguf` package (pip: gguf), llama.cpp's own. Files are written at run time: Q4_0/Q4_1 by gguf's
-quantizer, Q4_K/Q6_K by test/ggml_kquants.py (gguf has no quantizer for them); every expected
-value is gguf.quants.dequantize of the file's bytes.
+"""Checks kuiper's reading of GGUF's block types below 8 bits (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) against the `gguf` package (pip: gguf), llama.cpp's own.
+Files are written at run time: Q4_0/Q4_1/Q5_0/Q5_1 by gguf's quantizer, the others by
+test/ggml_kquants.py (gguf has no quantizer for them); every expected value is
+gguf.quants.dequantize of the file's bytes. Q5_1 and Q5_K are requantized to int8 on reading:
+their weights are checked within half an int8 step of their group, all others exactly.
 
   fixtures   the HF fixtures (test/data/hf) as Q4_0 and Q4_1 (F16 where rows are not whole
              blocks): every tensor kuiper loads equals gguf's dequantization exactly; Q4_0 becomes
@@ -13,6 +15,10 @@ value is gguf.quants.dequantize of the file's bytes.
              ffn_down; tensors exact (Q4_K: int4 with minimum, groups of 32; Q6_K: int8, groups
              of 16), prefill and decode logits against an F32 GGUF of gguf's dequantization, and
              llama_infer generates from the file alone
+  layouts    the same llama as llama.cpp lays out Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, IQ4_XS, IQ4_NL,
+             Q5_0 and Q5_1 files (its llama_tensor_get_type for this shape): tensors, kuiper
+             types, logits against an F32 GGUF of gguf's dequantization; stderr names the
+             requantized matrices
   blocks     random bytes in every field of every block (all scale and quant bit patterns): exact
   damaged    NaN/infinite block scales, rows that are not whole blocks, a truncated tensor: one
              line on stderr naming the file, non-zero exit
@@ -33,26 +39,65 @@ from gguf import GGMLQuantizationType as Q
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ggml_kquants  # noqa: E402
-from gguf_reference import (MODELS, TOKENS, Failures, check_tensors, expect_one_line, kuiper_names,  # noqa: E402
-                            parse_with_dirs, probe, relative, sentencepiece_writer, write_model)
+from gguf_reference import (MODELS, TOKENS, Failures, check_tensors, dequantized_tensors,  # noqa: E402
+                            expect_one_line, kuiper_names, parse_with_dirs, probe, relative, sentencepiece_writer,
+                            write_model)
 
 # What each type becomes in kuiper (probe's "quantized" entry).
 KUIPER_TYPE = {Q.Q4_0: {"dtype": "int4", "group_size": 32, "mins": False},
                Q.Q4_1: {"dtype": "int4", "group_size": 32, "mins": True},
+               Q.Q5_0: {"dtype": "int8", "group_size": 32, "mins": False},
+               Q.Q5_1: {"dtype": "int8", "group_size": 32, "mins": False},
+               Q.IQ4_NL: {"dtype": "int8", "group_size": 32, "mins": False},
+               Q.Q2_K: {"dtype": "int4", "group_size": 16, "mins": True},
+               Q.Q3_K: {"dtype": "int8", "group_size": 16, "mins": False},
                Q.Q4_K: {"dtype": "int4", "group_size": 32, "mins": True},
-               Q.Q6_K: {"dtype": "int8", "group_size": 16, "mins": False}}
+               Q.Q5_K: {"dtype": "int8", "group_size": 32, "mins": False},
+               Q.Q6_K: {"dtype": "int8", "group_size": 16, "mins": False},
+               Q.IQ4_XS: {"dtype": "int8", "group_size": 32, "mins": False}}
+# Types with a minimum and 5-bit codes, requantized to symmetric int8 in groups of 32: each
+# weight within half an int8 step (max |w| of its group / 254) of gguf's dequantization.
+REQUANTIZED = (Q.Q5_1, Q.Q5_K)
+REQUANTIZED_GROUP = 32
 # Logits of the fixtures' Q4_0/Q4_1 files against the fp32 HF model, max |diff| / max |ref|:
 # 4-bit weights move the logits of these random-weight fixtures a lot (measured 0.23-0.35).
 FIXTURE_BOUND = 0.5
 # Against an F32 file of the same (dequantized) weights; the tensors themselves are checked
 # exactly. Prefill and decode quantize the int4 matmuls' inputs to int8 in blocks of 32 (measured
-# 1.0e-2 to 2.9e-2 for both).
+# 1.0e-2 to 2.9e-2 for both); Q5_1/Q5_K's requantization to int8 alone gives 1.2e-2 to 1.4e-2.
 LOGIT_BOUND = 5e-2
+# Files whose matrices all run as stored on kernels that multiply fp32 inputs (int8, and int4 in
+# groups of 16, whose CPU kernel does not quantize its input): the same weights, so only the
+# order of the sums differs (measured up to 8.6e-7).
+EXACT_LOGIT_BOUND = 1e-5
+FP32_INPUT_TYPES = (Q.Q5_0, Q.IQ4_NL, Q.Q2_K, Q.Q3_K, Q.Q6_K, Q.IQ4_XS)
 LONG_TOKENS = [1, 7, 42, 100, 3, 250, 17, 64, 5, 199, 311, 2, 480, 77, 9, 150]
 
 
-def matrix_names(reader):
-    return [t.name for t in reader.tensors if len(t.shape) == 2]
+def check_loaded_tensors(fail, tool, path, cfg, arch, label):
+    """Every tensor kuiper loads equals gguf's dequantization, the requantized ones within half
+    an int8 step of their group; returns the largest error of those relative to their group's
+    largest |weight|."""
+    expected, types = dequantized_tensors(path, cfg, arch)
+    got = probe(tool, path, tensors=list(expected))["tensors"]
+    bad, worst = [], 0.0
+    for name, ref in expected.items():
+        value = np.asarray(got[name], dtype=np.float32)
+        if types[name] not in REQUANTIZED:
+            if not np.array_equal(value, ref.reshape(-1)):
+                bad.append(name)
+            continue
+        groups = ref.reshape(-1, REQUANTIZED_GROUP).astype(np.float64)
+        top = np.abs(groups).max(axis=1, keepdims=True)
+        error = np.abs(value.reshape(groups.shape) - groups)
+        if not np.all(error <= top / 254 * (1 + 1e-5)):
+            bad.append(name)
+        worst = max(worst, float((error / np.where(top > 0, top, 1)).max()))
+    requantized = sum(t in REQUANTIZED for t in types.values())
+    fail.check(not bad, f"{label}: {len(expected)} tensors equal gguf.quants.dequantize" +
+               (f" ({requantized} requantized ones within max|group| / 254: largest {worst:.2e} of max|group|)"
+                if requantized else "") + (f"; differ: {bad}" if bad else ""))
+    return worst
 
 
 def check_kuiper_types(fail, tool, path, label, cfg, arch):
@@ -74,9 +119,8 @@ def dequantized_f32(hf_dir, arch, path, out):
     return write_model(hf_dir, arch, Q.F32, out, plain)
 
 
-def check_against_dequantized(fail, tool, hf_dir, arch, path, label, work, tokens=TOKENS):
+def check_against_dequantized(fail, tool, hf_dir, arch, path, label, work, tokens=TOKENS, bound=LOGIT_BOUND):
     f32 = dequantized_f32(hf_dir, arch, path, os.path.join(work, os.path.basename(path)[:-5] + "-dequantized.gguf"))
-    bound = LOGIT_BOUND
     for decode in (False, True):
         extra = ["--decode"] if decode else []
         got = probe_logits(tool, path, tokens, extra)
@@ -127,14 +171,39 @@ def use_more_bits(layer, layers):
     return layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
 
 
-def q4_k_m_type(name):
-    layers = TINY["num_hidden_layers"]
-    if name == "output.weight":
-        return Q.Q6_K
-    parts = name.split(".")
-    if parts[0] == "blk" and parts[2] in ("attn_v", "ffn_down") and use_more_bits(int(parts[1]), layers):
-        return Q.Q6_K
-    return Q.Q4_K
+def layout(base, attn_v=None, ffn_down=None, attn_output=None):
+    """llama.cpp's llama_tensor_get_type for this llama (3 layers, GQA 2): `base` everywhere but
+    output.weight (Q6_K) and the matrices whose type `attn_v`, `ffn_down`, `attn_output` (functions
+    of the layer) pick."""
+    overrides = {"attn_v": attn_v, "ffn_down": ffn_down, "attn_output": attn_output}
+
+    def type_of(name):
+        if name == "output.weight":
+            return Q.Q6_K
+        parts = name.split(".")
+        pick = overrides.get(parts[2]) if parts[0] == "blk" else None
+        return (pick and pick(int(parts[1]))) or base
+    return type_of
+
+
+def more_bits(qtype):
+    """`qtype` in the layers use_more_bits picks."""
+    return lambda layer: qtype if use_more_bits(layer, TINY["num_hidden_layers"]) else None
+
+
+q4_k_m_type = layout(Q.Q4_K, attn_v=more_bits(Q.Q6_K), ffn_down=more_bits(Q.Q6_K))
+# The file types below 8 bits that people download (llama-quantize names), laid out for this llama.
+LAYOUTS = {
+    "Q5_K_M": layout(Q.Q5_K, attn_v=more_bits(Q.Q6_K), ffn_down=more_bits(Q.Q6_K)),
+    "Q5_K_S": layout(Q.Q5_K),
+    "Q3_K_M": layout(Q.Q3_K, attn_v=lambda l: Q.Q5_K if l < 2 else Q.Q4_K, ffn_down=lambda l: Q.Q4_K,
+                     attn_output=lambda l: Q.Q4_K),
+    "Q2_K": layout(Q.Q2_K, attn_v=lambda l: Q.Q3_K, ffn_down=lambda l: Q.Q3_K, attn_output=lambda l: Q.Q3_K),
+    "IQ4_XS": layout(Q.IQ4_XS),
+    "IQ4_NL": layout(Q.IQ4_NL),
+    "Q5_0": layout(Q.Q5_0),
+    "Q5_1": layout(Q.Q5_1),
+}
 
 
 def tiny_tensors(rng, config=TINY):
@@ -179,35 +248,62 @@ def check_q4_k_m(fail, tools, src, work):
                + (f" ({result.stderr.strip().splitlines()[-1:]})" if result.returncode else ""))
 
 
+def check_layouts(fail, tool, src, work):
+    """The llama as each of LAYOUTS: tensors, kuiper types, logits against gguf's dequantization;
+    a file with requantized matrices says so on stderr."""
+    hf_dir = tiny_dir(work)
+    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(src, "models/stories260K/tok512.model"))
+    tensors = tiny_tensors(np.random.default_rng(7))
+    for name, type_of in LAYOUTS.items():
+        path = write_model(hf_dir, "llama", type_of, os.path.join(work, f"tiny-{name}.gguf"), tensors,
+                           tokenizer=sentencepiece_writer(sp))
+        types = sorted({t.tensor_type.name for t in gguf.GGUFReader(path).tensors if len(t.shape) == 2})
+        label = f"tiny llama 256/512 as {name} ({', '.join(types)})"
+        check_loaded_tensors(fail, tool, path, TINY_CFG, "llama", label)
+        check_kuiper_types(fail, tool, path, label, TINY_CFG, "llama")
+        exact = all(Q[t] in FP32_INPUT_TYPES for t in types)
+        check_against_dequantized(fail, tool, hf_dir, "llama", path, label, work, LONG_TOKENS,
+                                  EXACT_LOGIT_BOUND if exact else LOGIT_BOUND)
+        requantized = sum(Q[t] in REQUANTIZED for t in types)
+        stderr = subprocess.run([tool, path, "--tokens", "1"], capture_output=True, text=True).stderr
+        said = "requantized to int8" in stderr
+        fail.check(said == bool(requantized), f"{label}: stderr " + ("names" if said else "has no") +
+                   " requantization" + (f": {next(l for l in stderr.splitlines() if 'requantized' in l)[-110:]!r}"
+                                        if said else ""))
+
+
 def check_random_blocks(fail, tool, work):
-    """Every matrix random blocks of Q4_0, Q4_1, Q4_K, Q6_K in turn: exact, whatever the bits."""
+    """Every matrix random blocks of one type after another: exact (within half an int8 step for
+    the requantized types), whatever the bits."""
     hf_dir = tiny_dir(work)
     rng = np.random.default_rng(11)
     tensors = tiny_tensors(rng)
-    types = [Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q6_K]
+    types = list(KUIPER_TYPE)
     matrices = [n for n, a in tensors.items() if a.ndim == 2]
     for i, name in enumerate(matrices):
         qtype = types[i % len(types)]
         tensors[name] = (ggml_kquants.random_blocks(*tensors[name].shape, qtype, rng), qtype)
     path = write_model(hf_dir, "llama", Q.F32, os.path.join(work, "tiny-random-blocks.gguf"), tensors)
-    label = "random blocks of Q4_0, Q4_1, Q4_K, Q6_K"
-    check_tensors(fail, tool, path, TINY_CFG, "llama", label)
+    label = f"random blocks of {', '.join(t.name for t in types)}"
+    check_loaded_tensors(fail, tool, path, TINY_CFG, "llama", label)
     check_kuiper_types(fail, tool, path, label, TINY_CFG, "llama")
 
 
 def check_damaged(fail, tool, work):
     """Damaged 4-/6-bit tensors in an otherwise good file: one line naming the file, non-zero exit."""
-    good = os.path.join(work, "tiny-Q4_K_M.gguf")
-    reader = gguf.GGUFReader(good)
-    by_name = {t.name: t for t in reader.tensors}
-    with open(good, "rb") as f:
-        content = bytearray(f.read())
+    def patcher(layout_name):
+        good = os.path.join(work, f"tiny-{layout_name}.gguf")
+        by_name = {t.name: t for t in gguf.GGUFReader(good).tensors}
+        with open(good, "rb") as f:
+            content = bytearray(f.read())
 
-    def patched(tensor, offset, value):
-        out = bytearray(content)
-        at = by_name[tensor].data_offset + offset
-        out[at:at + 2] = np.array([value], dtype=np.float16).tobytes()
-        return out
+        def patched(tensor, offset, value):
+            out = bytearray(content)
+            at = by_name[tensor].data_offset + offset
+            out[at:at + 2] = np.array([value], dtype=np.float16).tobytes()
+            return out
+        return patched, by_name, content
+    patched, by_name, content = patcher("Q4_K_M")
     q6 = next(n for n, t in by_name.items() if t.tensor_type == Q.Q6_K)
     cases = {
         "NaN Q4_K scale": (patched("blk.0.attn_q.weight", 3 * 144, np.nan), "Q4_K block 3 of"),
@@ -215,6 +311,16 @@ def check_damaged(fail, tool, work):
         "infinite Q6_K scale": (patched(q6, 5 * 210 + 208, -np.inf), "Q6_K block 5 of"),
         "truncated in a Q4_K tensor": (content[:by_name["blk.0.attn_q.weight"].data_offset + 100], "past the end of the file"),
     }
+    # One case per decoder of the added types, the requantized ones included.
+    for layout_name, tensor, qtype, block, offset, value in [
+            ("Q5_K_M", "blk.0.attn_q.weight", Q.Q5_K, 2, 2, np.nan), ("Q5_1", "blk.1.ffn_up.weight", Q.Q5_1, 7, 2, np.inf),
+            ("Q5_0", "blk.0.attn_q.weight", Q.Q5_0, 4, 0, np.nan), ("Q2_K", "blk.0.attn_q.weight", Q.Q2_K, 1, 82, np.inf),
+            ("Q3_K_M", "blk.0.attn_q.weight", Q.Q3_K, 6, 108, np.nan), ("IQ4_NL", "blk.2.ffn_gate.weight", Q.IQ4_NL, 9, 0, -np.inf),
+            ("IQ4_XS", "blk.0.attn_q.weight", Q.IQ4_XS, 3, 0, np.nan)]:
+        patched, _, _ = patcher(layout_name)
+        block_bytes = gguf.GGML_QUANT_SIZES[qtype][1]
+        cases[f"{value} in a {qtype.name} block"] = (patched(tensor, block * block_bytes + offset, value),
+                                                      f"{qtype.name} block {block} of")
     for number, (name, (data, expected)) in enumerate(cases.items()):
         path = os.path.join(work, f"damaged-q4-{number}.gguf")
         with open(path, "wb") as f:
@@ -246,6 +352,7 @@ def main():
     fail = Failures()
     check_fixtures(fail, args.probe, src, work)
     check_q4_k_m(fail, args, src, work)
+    check_layouts(fail, args.probe, src, work)
     check_random_blocks(fail, args.probe, work)
     check_damaged(fail, args.probe, work)
     return fail.exit_code()

@@ -239,17 +239,24 @@ def kuiper_names(cfg, arch, gguf_name):
     return f"layers.{layer}.{name}", permuted_heads if arch != "llama" else 0
 
 
-def check_tensors(fail, tool, path, cfg, arch, label):
-    """Every tensor kuiper loads equals gguf's dequantization, in kuiper's q/k order."""
-    reader = gguf.GGUFReader(path)
-    expected = {}
-    for t in reader.tensors:
+def dequantized_tensors(path, cfg, arch):
+    """gguf's dequantization of every tensor kuiper loads, by kuiper's name, in kuiper's q/k order,
+    with the file's type of each."""
+    expected, types = {}, {}
+    for t in gguf.GGUFReader(path).tensors:
         if t.name == "rope_freqs.weight":
             continue
         values = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         values = values.reshape(list(reversed([int(d) for d in t.shape])))
         name, heads = kuiper_names(cfg, arch, t.name)
         expected[name] = permute(values, heads) if heads else values
+        types[name] = t.tensor_type
+    return expected, types
+
+
+def check_tensors(fail, tool, path, cfg, arch, label):
+    """Every tensor kuiper loads equals gguf's dequantization, in kuiper's q/k order."""
+    expected, _ = dequantized_tensors(path, cfg, arch)
     got = probe(tool, path, tensors=list(expected))["tensors"]
     bad = [n for n in expected if not np.array_equal(np.asarray(got[n], dtype=np.float32), expected[n].reshape(-1))]
     fail.check(not bad, f"{label}: {len(expected)} tensors equal gguf.quants.dequantize" + (f"; differ: {bad}" if bad else ""))
@@ -444,7 +451,7 @@ def check_errors(fail, tool, work):
         "tensor past the end": (gguf_bytes([arch], [("token_embd.weight", [32, 4], 0, 512)], data=data), "runs past the end"),
         "bad alignment": (gguf_bytes([arch, ("general.alignment", 4, struct.pack("<I", 12))], [emb], data=data), "general.alignment"),
         "unknown architecture": (gguf_bytes([("general.architecture", 8, s("gemma2"))], [emb], data=data), "gemma2"),
-        "Q5_K tensor": (None, "has type Q5_K, which kuiper does not read yet"),
+        "IQ2_XXS tensor": (None, "has type IQ2_XXS, which kuiper does not read yet"),
     }
     for number, (name, (content, expected)) in enumerate(cases.items()):
         path = os.path.join(work, f"damaged-{number}.gguf")
@@ -457,8 +464,8 @@ def check_errors(fail, tool, work):
             rng = np.random.default_rng(0)
             w.add_tensor("token_embd.weight", rng.standard_normal((32, 256), dtype=np.float32))
             w.add_tensor("blk.0.attn_norm.weight", np.ones(256, dtype=np.float32))
-            # Zero Q5_K blocks (176 bytes per 256 weights): only the type matters here.
-            w.add_tensor("blk.0.attn_q.weight", np.zeros((256, 176), dtype=np.uint8), raw_dtype=Q.Q5_K)
+            # Zero IQ2_XXS blocks (66 bytes per 256 weights): only the type matters here.
+            w.add_tensor("blk.0.attn_q.weight", np.zeros((256, 66), dtype=np.uint8), raw_dtype=Q.IQ2_XXS)
             w.write_header_to_file()
             w.write_kv_data_to_file()
             w.write_tensors_to_file()

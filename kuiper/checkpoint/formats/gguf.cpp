@@ -1,6 +1,6 @@
 // GGUF checkpoints (llama.cpp): the `llama`, `qwen2` and `qwen3` architectures, tensors F32,
-// F16, BF16 (zero-copy views of the mapping) and Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (copied into
-// kuiper's int8/int4 layouts, exactly: gguf_blocks.h). The config comes from the {arch}.*
+// F16, BF16 (zero-copy views of the mapping) and ggml's block types (copied into kuiper's
+// int8/int4 layouts, exactly except Q5_1/Q5_K, which are requantized: gguf_blocks.h). The config comes from the {arch}.*
 // metadata keys; tensor names and q/k layouts from gguf_layout.h.
 #include <algorithm>
 #include <cmath>
@@ -184,8 +184,25 @@ class TensorReader {
       default: break;
     }
     if (!gguf_blocks_readable(t->type)) return unsupported_type(*t);
-    return decode_gguf_blocks(t->type, file_.file()->data() + t->offset, rows, cols,
-                              file_.path() + ": tensor " + t->name);
+    RequantizationError error;
+    KUIPER_ASSIGN_OR_RETURN(op::Weight w, decode_gguf_blocks(t->type, file_.file()->data() + t->offset, rows, cols,
+                                                             file_.path() + ": tensor " + t->name, &error));
+    if (gguf_blocks_requantized(t->type)) {
+      requantized_types_.insert(ggml_type_name(t->type));
+      ++requantized_matrices_;
+      if (error.max_weight > 0) largest_relative_error_ = std::max(largest_relative_error_, error.max_error / error.max_weight);
+    }
+    return w;
+  }
+
+  // One line for all the matrices requantized on reading, if any.
+  void report_requantization() const {
+    if (requantized_matrices_ == 0) return;
+    std::string types;
+    for (const std::string& t : requantized_types_) types += (types.empty() ? "" : ", ") + t;
+    LOG(WARNING) << file_.path() << ": " << requantized_matrices_ << " " << types
+                 << " matrices requantized to int8 (groups of 32; kuiper's int8 has no minimum); largest added error "
+                 << 100 * largest_relative_error_ << "% of its matrix's largest weight";
   }
 
   // A 1-D float tensor as fp32.
@@ -233,7 +250,8 @@ class TensorReader {
 
   Status unsupported_type(const GgufTensorInfo& t) const {
     return unsupported(file_.path() + ": tensor " + t.name + " has type " + ggml_type_name(t.type) +
-                       ", which kuiper does not read yet (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K)");
+                       ", which kuiper does not read yet (it reads F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0, Q4_1, "
+                       "IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS)");
   }
 
   StatusOr<op::Weight> float_view(const GgufTensorInfo& t, DataType dtype, int64_t rows, int64_t cols) {
@@ -244,6 +262,9 @@ class TensorReader {
   const GgufFile& file_;
   std::shared_ptr<Buffer> mapping_;
   std::set<std::string> used_;
+  std::set<std::string> requantized_types_;
+  int requantized_matrices_ = 0;
+  double largest_relative_error_ = 0;
 };
 
 Status load_layer(TensorReader& reader, const LlamaConfig& c, bool hf_order, int l, LlamaLayerWeights& layer) {
@@ -297,6 +318,7 @@ StatusOr<Checkpoint> load_gguf(std::shared_ptr<MappedFile> mapped) {
   } else {
     KUIPER_ASSIGN_OR_RETURN(w.classifier, reader.matrix("output.weight", c.vocab_size, c.dim));
   }
+  reader.report_requantization();
   for (const std::string& name : reader.unused()) {
     LOG(WARNING) << file.path() << ": tensor '" << name << "' is not used by the model";
     ckpt.ignored_tensors.push_back(name);
