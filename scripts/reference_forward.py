@@ -9,7 +9,8 @@ family has them, Qwen3's per-head RMSNorm of q and k before RoPE, Mistral's slid
 
     python3 scripts/reference_forward.py DIR --tokens 1,5,9 [--greedy 32]
 prints the last position's top logits (and a greedy continuation); `import reference_forward`
-gives `Model(dir).logits(tokens)` → float64 [len(tokens), vocab].
+gives `Model(dir).logits(tokens)` → float64 [len(tokens), vocab] (`Model.from_tensors` for
+weights that come from elsewhere, such as a GGUF file).
 """
 import argparse
 import json
@@ -69,15 +70,27 @@ def rotate_half(x):
 
 
 class Model:
+    """`Model(dir)` reads an HF model directory; `Model.from_tensors(config, weights)` takes a
+    config.json dict and HF-named tensors in HF layout (e.g. dequantized from another file)."""
+
     def __init__(self, directory):
         with open(os.path.join(directory, "config.json")) as f:
-            self.config = c = json.load(f)
+            config = json.load(f)
+        self._setup(config, load_file(os.path.join(directory, "model.safetensors")))
+
+    @classmethod
+    def from_tensors(cls, config, weights):
+        model = cls.__new__(cls)
+        model._setup(config, weights)
+        return model
+
+    def _setup(self, config, weights):
+        self.config = c = config
         arch = c["architectures"][0]
         if arch not in FAMILIES:
             raise SystemExit(f"{arch} is not in this reference")
         family = FAMILIES[arch]
-        self.weights = {k: v.astype(np.float64) for k, v in load_file(
-            os.path.join(directory, "model.safetensors")).items()}
+        self.weights = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
         self.dim = c["hidden_size"]
         self.heads = c["num_attention_heads"]
         self.kv_heads = c.get("num_key_value_heads") or self.heads
@@ -102,7 +115,7 @@ class Model:
         y = x @ self.weights[name + ".weight"].T
         return y + self.weights[name + ".bias"] if bias else y
 
-    def attention(self, x, prefix, positions):
+    def attention(self, x, prefix, positions, cache):
         n = x.shape[0]
         q = self.linear(x, prefix + "q_proj", self.qkv_bias).reshape(n, self.heads, self.head_dim)
         k = self.linear(x, prefix + "k_proj", self.qkv_bias).reshape(n, self.kv_heads, self.head_dim)
@@ -115,13 +128,19 @@ class Model:
         cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if cache is not None:  # keys and values of the earlier positions, then these
+            if prefix in cache:
+                k = np.concatenate([cache[prefix][0], k])
+                v = np.concatenate([cache[prefix][1], v])
+            cache[prefix] = (k, v)
+        key_positions = np.arange(k.shape[0])
         group = self.heads // self.kv_heads
         k = np.repeat(k, group, axis=1)  # repeat_kv: query head h reads kv head h // group
         v = np.repeat(v, group, axis=1)
         scores = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(self.head_dim)
-        allowed = positions[None, :] <= positions[:, None]
+        allowed = key_positions[None, :] <= positions[:, None]
         if self.window:
-            allowed &= positions[:, None] - positions[None, :] < self.window
+            allowed &= positions[:, None] - key_positions[None, :] < self.window
         scores = np.where(allowed[None], scores, -np.inf)
         scores -= scores.max(axis=-1, keepdims=True)
         probs = np.exp(scores)
@@ -129,29 +148,39 @@ class Model:
         out = np.einsum("hqk,khd->qhd", probs, v).reshape(n, self.heads * self.head_dim)
         return self.linear(out, prefix + "o_proj", self.o_bias)
 
-    def logits(self, tokens):
+    def logits(self, tokens, cache=None):
+        """Logits of `tokens`, which follow the positions already in `cache` (a dict filled by
+        earlier calls; None: the tokens start the sequence and nothing is kept)."""
         w = self.weights
-        positions = np.arange(len(tokens))
+        start = cache.setdefault("length", 0) if cache is not None else 0
+        positions = np.arange(start, start + len(tokens))
         x = w["model.embed_tokens.weight"][np.asarray(tokens)]
         for layer in range(self.layers):
             p = f"model.layers.{layer}."
             h = rms_norm(x, w[p + "input_layernorm.weight"], self.eps)
-            x = x + self.attention(h, p + "self_attn.", positions)
+            x = x + self.attention(h, p + "self_attn.", positions, cache)
             h = rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps)
             gate = self.linear(h, p + "mlp.gate_proj", self.mlp_bias)
             up = self.linear(h, p + "mlp.up_proj", self.mlp_bias)
             x = x + self.linear(silu(gate) * up, p + "mlp.down_proj", self.mlp_bias)
         x = rms_norm(x, w["model.norm.weight"], self.eps)
+        if cache is not None:
+            cache["length"] = start + len(tokens)
         return x @ self.classifier.T
 
-    def greedy(self, prompt, steps):
-        """Argmax continuation and the top-2 margin of each step (small margins make ties)."""
-        tokens, margins = list(prompt), []
+    def greedy(self, prompt, steps, stop=()):
+        """Argmax continuation (ending after a token in `stop`) and the top-2 margin of each step
+        (small margins make ties). Each step reads only the new token, the rest from a cache."""
+        cache, margins = {}, []
+        tokens, step_input = list(prompt), list(prompt)
         for _ in range(steps):
-            last = self.logits(tokens)[-1]
+            last = self.logits(step_input, cache)[-1]
             top2 = np.sort(last)[-2:]
             margins.append(float(top2[1] - top2[0]))
             tokens.append(int(np.argmax(last)))
+            step_input = tokens[-1:]
+            if tokens[-1] in stop:
+                break
         return tokens[len(prompt):], margins
 
 
